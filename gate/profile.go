@@ -1,0 +1,278 @@
+package gate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Key identifies one plugin parameter of the prefix-cache-affinity filter.
+type Key uint8
+
+// The parameter keys any EPP build may know.
+const (
+	KeyAffinityThreshold Key = iota
+	KeyExplorationProbability
+	KeyMaxTTFTPenaltyMs
+	KeyTTFTSource
+	KeyPeakPrefillThroughput
+	KeyPrefixMatchInfoProducerName
+	KeyLatencyPredictionInfoProducerName
+	KeyInFlightLoadProducerName
+	KeyPenaltyMode
+	KeyMaxInFlightRequestsDelta
+	KeyPrefillCalibrationFile
+	KeyPrefillCalibrationFingerprint
+	KeyPrefillCalibrationRequired
+	numKeys
+)
+
+var keyNames = [numKeys]string{
+	KeyAffinityThreshold:                 "affinityThreshold",
+	KeyExplorationProbability:            "explorationProbability",
+	KeyMaxTTFTPenaltyMs:                  "maxTTFTPenaltyMs",
+	KeyTTFTSource:                        "ttftSource",
+	KeyPeakPrefillThroughput:             "peakPrefillThroughput",
+	KeyPrefixMatchInfoProducerName:       "prefixMatchInfoProducerName",
+	KeyLatencyPredictionInfoProducerName: "latencyPredictionInfoProducerName",
+	KeyInFlightLoadProducerName:          "inFlightLoadProducerName",
+	KeyPenaltyMode:                       "penaltyMode",
+	KeyMaxInFlightRequestsDelta:          "maxInFlightRequestsDelta",
+	KeyPrefillCalibrationFile:            "prefillCalibrationFile",
+	KeyPrefillCalibrationFingerprint:     "prefillCalibrationFingerprint",
+	KeyPrefillCalibrationRequired:        "prefillCalibrationRequired",
+}
+
+// String returns the key's canonical spelling.
+func (k Key) String() string {
+	if k < numKeys {
+		return keyNames[k]
+	}
+	return fmt.Sprintf("Key(%d)", uint8(k))
+}
+
+// LookupKey finds a key by name the way Go's encoding/json does: case-insensitively.
+func LookupKey(name string) (Key, bool) {
+	for k := Key(0); k < numKeys; k++ {
+		if strings.EqualFold(keyNames[k], name) {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// AllKeys returns every key known to the package, in canonical order.
+func AllKeys() []Key {
+	out := make([]Key, numKeys)
+	for k := range out {
+		out[k] = Key(k)
+	}
+	return out
+}
+
+// KeySet is a set of parameter keys.
+type KeySet uint32
+
+// Has reports whether k is in the set.
+func (s KeySet) Has(k Key) bool { return s&(1<<k) != 0 }
+
+// With returns the set with k added.
+func (s KeySet) With(k Key) KeySet { return s | 1<<k }
+
+// Keys returns the members in canonical order.
+func (s KeySet) Keys() []Key {
+	var out []Key
+	for k := Key(0); k < numKeys; k++ {
+		if s.Has(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// String lists the members' canonical names, comma-separated.
+func (s KeySet) String() string {
+	var names []string
+	for _, k := range s.Keys() {
+		names = append(names, k.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func keySetOf(keys ...Key) KeySet {
+	var s KeySet
+	for _, k := range keys {
+		s = s.With(k)
+	}
+	return s
+}
+
+// BaseKeys are the keys every supported EPP build accepts.
+var baseKeys = keySetOf(KeyAffinityThreshold, KeyExplorationProbability, KeyMaxTTFTPenaltyMs,
+	KeyTTFTSource, KeyPeakPrefillThroughput, KeyPrefixMatchInfoProducerName,
+	KeyLatencyPredictionInfoProducerName, KeyInFlightLoadProducerName)
+
+// BaseKeys returns the keys every supported EPP build accepts.
+func BaseKeys() KeySet { return baseKeys }
+
+// Semantics is a generation of the filter's missing-signal behaviour.
+type Semantics uint8
+
+const (
+	// SemanticsV1 (llm-d router main, Aug 2026): a missing InFlightLoad counts as
+	// 0 tokens and a missing latency prediction as math.MaxFloat64.
+	SemanticsV1 Semantics = 1
+	// SemanticsV2 (newer builds): endpoints without the signal are skipped when
+	// taking a group minimum; a group without any signal ends the decision with
+	// outcome missing_signal.
+	SemanticsV2 Semantics = 2
+)
+
+// String returns "v1" or "v2".
+func (s Semantics) String() string {
+	switch s {
+	case SemanticsV1:
+		return "v1"
+	case SemanticsV2:
+		return "v2"
+	}
+	return fmt.Sprintf("Semantics(%d)", uint8(s))
+}
+
+// ParseSemantics parses "v1" or "v2".
+func ParseSemantics(s string) (Semantics, error) {
+	switch strings.ToLower(s) {
+	case "v1":
+		return SemanticsV1, nil
+	case "v2":
+		return SemanticsV2, nil
+	}
+	return 0, fmt.Errorf("missing-signal semantics must be v1 or v2, got %q", s)
+}
+
+// ThresholdRule is how a build validates affinityThreshold.
+type ThresholdRule uint8
+
+const (
+	// ThresholdAtMostOne accepts any value ≤ 1 (≤ 0 disables the filter at run time).
+	ThresholdAtMostOne ThresholdRule = iota
+	// ThresholdUnitInterval accepts values in [0, 1].
+	ThresholdUnitInterval
+)
+
+// String returns "le1" or "0to1".
+func (r ThresholdRule) String() string {
+	if r == ThresholdUnitInterval {
+		return "0to1"
+	}
+	return "le1"
+}
+
+// ParseThresholdRule parses "le1" or "0to1".
+func ParseThresholdRule(s string) (ThresholdRule, error) {
+	switch s {
+	case "le1", "":
+		return ThresholdAtMostOne, nil
+	case "0to1":
+		return ThresholdUnitInterval, nil
+	}
+	return 0, fmt.Errorf("threshold rule must be le1 or 0to1, got %q", s)
+}
+
+// Profile is what a target's EPP build accepts: its parameter keys, its
+// missing-signal semantics and its threshold rule.
+type Profile struct {
+	Name          string
+	Keys          KeySet
+	MissingSignal Semantics
+	Threshold     ThresholdRule
+}
+
+// Built-in profile names.
+const (
+	ProfileRouter202608 = "router-2026-08"
+	ProfileRouterNewest = "router-newest"
+	ProfilePenaltyMode  = "penalty-mode"
+)
+
+// DefaultProfileName is the profile assumed when a target declares none.
+const DefaultProfileName = ProfileRouter202608
+
+// BuiltinProfiles returns the built-in profiles.
+func BuiltinProfiles() []Profile {
+	return []Profile{
+		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne},
+		{Name: ProfileRouterNewest, Keys: baseKeys | keySetOf(KeyMaxInFlightRequestsDelta, KeyPrefillCalibrationFile,
+			KeyPrefillCalibrationFingerprint, KeyPrefillCalibrationRequired), MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval},
+		{Name: ProfilePenaltyMode, Keys: baseKeys | keySetOf(KeyPenaltyMode), MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne},
+	}
+}
+
+// LookupProfile returns a built-in profile by name.
+func LookupProfile(name string) (Profile, error) {
+	if name == "" {
+		name = DefaultProfileName
+	}
+	var names []string
+	for _, p := range BuiltinProfiles() {
+		if p.Name == name {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return Profile{}, fmt.Errorf("unknown build profile %q (built in: %s; custom profiles are declared in the config)", name, strings.Join(names, ", "))
+}
+
+// NewProfile builds a custom profile from the keys its build accepts (any
+// spelling; "base" stands for BaseKeys), its missing-signal semantics ("v1" or
+// "v2", default v1) and its threshold rule ("le1" or "0to1", default le1).
+func NewProfile(name string, keys []string, missingSignal string, thresholdRule string) (Profile, error) {
+	if name == "" {
+		return Profile{}, fmt.Errorf("custom profile: name is required")
+	}
+	p := Profile{Name: name}
+	for _, k := range keys {
+		if k == "base" {
+			p.Keys |= baseKeys
+			continue
+		}
+		key, ok := LookupKey(k)
+		if !ok {
+			return Profile{}, fmt.Errorf("custom profile %q: unknown parameter key %q (known: %s)", name, k, KeySet(1<<numKeys-1))
+		}
+		p.Keys = p.Keys.With(key)
+	}
+	for _, k := range []Key{KeyAffinityThreshold, KeyMaxTTFTPenaltyMs, KeyPeakPrefillThroughput, KeyTTFTSource} {
+		if !p.Keys.Has(k) {
+			return Profile{}, fmt.Errorf("custom profile %q: key %s is required (every EPP build accepts it)", name, k)
+		}
+	}
+	var err error
+	if p.MissingSignal, err = ParseSemantics(orDefault(missingSignal, "v1")); err != nil {
+		return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
+	}
+	if p.Threshold, err = ParseThresholdRule(thresholdRule); err != nil {
+		return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
+	}
+	return p, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Accepts reports whether the build accepts key k.
+func (p Profile) Accepts(k Key) bool { return p.Keys.Has(k) }
+
+// ProfileNames returns the names of the built-in profiles, sorted.
+func ProfileNames() []string {
+	var out []string
+	for _, p := range BuiltinProfiles() {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
