@@ -1,0 +1,5 @@
+package exporter
+
+import "runtime"
+
+func goVersion() string { return runtime.Version() }
