@@ -1,0 +1,23 @@
+// Package eppconfig reads and edits the llm-d EPP's EndpointPickerConfig
+// without losing a byte the user had.
+//
+// Parse accepts a YAML stream holding EndpointPickerConfig documents, or
+// ConfigMap manifests whose data values hold them (chart style, as literal
+// block scalars). It finds the prefix-cache-affinity-filter instances, and
+// gives each one's parameters as the EPP decodes them: the config text goes
+// through the EPP's own YAML-to-JSON conversion (sigs.k8s.io/yaml, strict)
+// and the parameters through gate.ParseParams for a build profile.
+//
+// Edit never re-encodes. It splices the original bytes at the positions the
+// yaml.v3 parse gives: a changed value replaces exactly the bytes of its
+// scalar, a new key is a new line after the last parameter (inside the braces
+// of a flow mapping), a missing parameters block goes under the plugin entry,
+// a removed key takes only its own line. Inside a ConfigMap the edit is made
+// on the config text and mapped back through the block scalar's indentation.
+// The result is parsed again and compared with the original, document by
+// document and as the EPP reads it; any difference beyond the intended change,
+// or parameters the target's EPP build would reject, refuses the edit.
+//
+// Every error is a one-line *Error naming the source, line, data key and
+// plugin, wrapping one of the package's sentinel errors or a *gate.ParamError.
+package eppconfig

@@ -1,0 +1,797 @@
+package eppconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gatetuner/gatetuner/gate"
+	"gopkg.in/yaml.v3"
+)
+
+// Value is a parameter value to write: a number, a string or a boolean.
+type Value struct {
+	kind valueKind
+	num  float64
+	str  string
+	b    bool
+}
+
+type valueKind uint8
+
+const (
+	kindInvalid valueKind = iota
+	kindNumber
+	kindString
+	kindBool
+)
+
+// Number returns a numeric value; it is written in the shortest form that
+// reads back exactly, without exponent for ordinary magnitudes.
+func Number(v float64) Value { return Value{kind: kindNumber, num: v} }
+
+// String returns a string value.
+func String(s string) Value { return Value{kind: kindString, str: s} }
+
+// Bool returns a boolean value.
+func Bool(b bool) Value { return Value{kind: kindBool, b: b} }
+
+// String renders the value as it would be written in plain style.
+func (v Value) String() string {
+	s, err := v.render(0)
+	if err != nil {
+		return "<invalid: " + err.Error() + ">"
+	}
+	return s
+}
+
+var plainSafe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
+
+// yaml11Words are plain scalars YAML 1.1 (which the EPP's YAML library
+// implements) reads as booleans or null.
+var yaml11Words = map[string]bool{"y": true, "n": true, "yes": true, "no": true, "on": true, "off": true,
+	"true": true, "false": true, "null": true}
+
+// render writes the value as a YAML scalar; style is the style of the scalar
+// it replaces (quoted strings keep their quoting).
+func (v Value) render(style yaml.Style) (string, error) {
+	switch v.kind {
+	case kindNumber:
+		return formatNumber(v.num)
+	case kindBool:
+		return strconv.FormatBool(v.b), nil
+	case kindString:
+		s := v.str
+		if !utf8.ValidString(s) {
+			return "", errors.New("string value is not valid UTF-8")
+		}
+		printable := !strings.ContainsFunc(s, func(r rune) bool {
+			return r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xFEFF
+		})
+		switch {
+		case style&yaml.SingleQuotedStyle != 0 && printable:
+			return "'" + strings.ReplaceAll(s, "'", "''") + "'", nil
+		case style&yaml.DoubleQuotedStyle == 0 && plainSafe.MatchString(s) && !yaml11Words[strings.ToLower(s)]:
+			return s, nil
+		}
+		return strconv.Quote(s), nil
+	}
+	return "", errors.New("no value given")
+}
+
+// formatNumber writes a finite number in the shortest exact form, without
+// exponent for magnitudes in [1e-6, 1e21).
+func formatNumber(f float64) (string, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "", fmt.Errorf("number %v is not finite", f)
+	}
+	if f == 0 {
+		return "0", nil
+	}
+	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64), nil
+}
+
+// matches reports whether a JSON value (as the EPP receives it) equals v.
+func (v Value) matches(raw json.RawMessage) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return false
+	}
+	switch t := x.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(t), 64)
+		return v.kind == kindNumber && err == nil && f == v.num
+	case string:
+		return v.kind == kindString && t == v.str
+	case bool:
+		return v.kind == kindBool && t == v.b
+	}
+	return false
+}
+
+// Change sets or removes parameter keys of one filter instance.
+type Change struct {
+	Target
+	// Set writes these keys: in place when present (any spelling), else on a
+	// new line after the last parameter.
+	Set map[gate.Key]Value
+	// Remove deletes these keys' lines; absent keys are ignored.
+	Remove []gate.Key
+}
+
+// Edit applies changes to the original bytes by splicing and returns the
+// edited bytes. The result is parsed again and must differ from the original
+// only by the changes, and every edited instance must pass the EPP's
+// validation for prof; otherwise Edit returns an error and no bytes.
+func (f *File) Edit(changes []Change, prof gate.Profile) ([]byte, error) {
+	type job struct {
+		in     Instance
+		set    map[gate.Key]Value
+		remove map[gate.Key]bool
+	}
+	var jobs []*job
+	for _, ch := range changes {
+		in, err := f.Select(ch.Target)
+		if err != nil {
+			return nil, err
+		}
+		var j *job
+		for _, x := range jobs {
+			if x.in == in {
+				j = x
+			}
+		}
+		if j == nil {
+			j = &job{in: in, set: map[gate.Key]Value{}, remove: map[gate.Key]bool{}}
+			jobs = append(jobs, j)
+		}
+		invalid := func(format string, a ...any) error {
+			return in.fail(0, errorf(ErrInvalidChange, format, a...))
+		}
+		for k, v := range ch.Set {
+			if !knownKey(k) {
+				return nil, invalid("unknown parameter key %s", k)
+			}
+			if _, err := v.render(0); err != nil {
+				return nil, invalid("%s: %v", k, err)
+			}
+			if !prof.Accepts(k) {
+				return nil, in.fail(in.keyLine(k.String()), &gate.ParamError{Key: k.String(),
+					Err: fmt.Errorf("%w: build profile %s does not accept %s; an EPP of that build would crash-loop on it", gate.ErrUnknownKey, prof.Name, k)})
+			}
+			if prev, ok := j.set[k]; (ok && prev != v) || j.remove[k] {
+				return nil, invalid("conflicting changes to %s", k)
+			}
+			j.set[k] = v
+		}
+		for _, k := range ch.Remove {
+			if !knownKey(k) {
+				return nil, invalid("unknown parameter key %s", k)
+			}
+			if _, ok := j.set[k]; ok {
+				return nil, invalid("conflicting changes to %s (set and removed)", k)
+			}
+			j.remove[k] = true
+		}
+	}
+	var p plan
+	for _, j := range jobs {
+		if err := p.instance(j.in, j.set, j.remove); err != nil {
+			return nil, err
+		}
+	}
+	out, err := applySplices(f.data, p.splices)
+	if err != nil {
+		return nil, &Error{Source: f.source, Err: err}
+	}
+	g, err := Parse(out, f.source)
+	if err != nil {
+		return nil, &Error{Source: f.source, Err: errorf(ErrUnintended, "edit refused: the edited text does not parse (%v)", err)}
+	}
+	if err := f.verify(g, p.expects); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if err := checkEdited(g, j.in, j.set, j.remove, prof); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func knownKey(k gate.Key) bool {
+	lk, ok := gate.LookupKey(k.String())
+	return ok && lk == k
+}
+
+// checkEdited validates an edited instance with the build profile and checks
+// that the EPP reads exactly the requested values.
+func checkEdited(g *File, in Instance, set map[gate.Key]Value, remove map[gate.Key]bool, prof gate.Profile) error {
+	gc := g.config(in.Config.Document, in.Config.DataKey)
+	if gc == nil || in.index >= len(gc.Plugins) || gc.Plugins[in.index].Name != in.Plugin.Name {
+		return in.fail(0, errorf(ErrUnintended, "edit refused: the plugin is not where it was after the edit"))
+	}
+	gin := Instance{Config: gc, Plugin: &gc.Plugins[in.index], index: in.index}
+	obj, err := gin.paramObject()
+	if err != nil {
+		return in.fail(0, errorf(ErrUnintended, "edit refused: %v", err))
+	}
+	if _, err := gate.ParseParams(gin.Plugin.Parameters, prof); err != nil {
+		var pe *gate.ParamError
+		line := 0
+		if errors.As(err, &pe) {
+			line = in.keyLine(pe.Key)
+		}
+		return in.fail(line, fmt.Errorf("edit refused: %w", err))
+	}
+	lookup := func(k gate.Key) (json.RawMessage, bool) {
+		for s, raw := range obj {
+			if lk, ok := gate.LookupKey(s); ok && lk == k {
+				return raw, true
+			}
+		}
+		return nil, false
+	}
+	for k, v := range set {
+		if raw, ok := lookup(k); !ok || !v.matches(raw) {
+			return in.fail(0, errorf(ErrUnintended, "edit refused: after the edit the EPP reads %s as %s, not %s", k, raw, v))
+		}
+	}
+	for k := range remove {
+		if raw, ok := lookup(k); ok && string(raw) != "null" {
+			return in.fail(0, errorf(ErrUnintended, "edit refused: %s is still set after removing it", k))
+		}
+	}
+	return nil
+}
+
+// config returns the config at a document and data key.
+func (f *File) config(doc int, dataKey string) *Config {
+	for _, c := range f.configs {
+		if c.Document == doc && c.DataKey == dataKey {
+			return c
+		}
+	}
+	return nil
+}
+
+// plan collects the splices and expected results of an edit.
+type plan struct {
+	splices []splice
+	expects []*expectation
+}
+
+// expectation is what an edited instance's parameters must be afterwards.
+type expectation struct {
+	cfg      *Config
+	index    int
+	created  bool      // a parameters key was added to the entry
+	emptied  bool      // a block mapping lost all its keys: parameters is now null
+	pairs    []expPair // the resulting parameters, in order
+	original *yaml.Node
+}
+
+// expPair is one key of an expected parameters mapping: a kept original value
+// (val) or newly written text.
+type expPair struct {
+	key  *yaml.Node // original key node; nil for a new key
+	val  *yaml.Node // original value node; nil when text was written
+	name string
+	text string
+}
+
+type newPair struct {
+	key  gate.Key
+	text string
+}
+
+func (p *plan) add(s splice) { p.splices = append(p.splices, s) }
+
+// instance plans the splices for one filter instance.
+func (p *plan) instance(in Instance, set map[gate.Key]Value, remove map[gate.Key]bool) error {
+	c := in.Config
+	if c.readOnly != nil {
+		return in.fail(c.dataKeyLn, c.readOnly)
+	}
+	m := c.tm
+	unsupported := func(line int, format string, a ...any) error {
+		return in.fail(c.tm.fileLine(line), errorf(ErrUnsupported, format, a...))
+	}
+	obj, err := in.paramObject()
+	if err != nil {
+		return err
+	}
+	if c.root.Anchor != "" || c.pluginsSeq.Anchor != "" {
+		return unsupported(c.pluginsSeq.Line, "the plugins list carries an anchor and may be reused elsewhere; edit it by hand")
+	}
+	entry, pk, pv := in.nodes()
+	switch {
+	case entry.Kind == yaml.AliasNode:
+		return unsupported(entry.Line, "the plugin entry is an alias (*%s); edit the anchored entry by hand", entry.Value)
+	case entry.Anchor != "":
+		return unsupported(entry.Line, "the plugin entry carries anchor &%s and may be reused elsewhere; edit it by hand", entry.Anchor)
+	case entry.Style&yaml.TaggedStyle != 0:
+		return unsupported(entry.Line, "the plugin entry carries a tag; edit it by hand")
+	case hasMerge(entry):
+		return unsupported(entry.Line, "the plugin entry uses a merge key (<<); edit it by hand")
+	}
+	entryFlow := entry.Style&yaml.FlowStyle != 0
+	var inserts []newPair
+	matched := map[gate.Key]bool{}
+	exp := &expectation{cfg: c, index: in.index, original: pv}
+	collectInserts := func() error {
+		keys := make([]gate.Key, 0, len(set))
+		for k := range set {
+			if !matched[k] {
+				keys = append(keys, k)
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+		for _, k := range keys {
+			text, err := set[k].render(0)
+			if err != nil {
+				return in.fail(0, errorf(ErrInvalidChange, "%s: %v", k, err))
+			}
+			inserts = append(inserts, newPair{k, text})
+			exp.pairs = append(exp.pairs, expPair{name: k.String(), text: text})
+		}
+		return nil
+	}
+	pairsText := func(sep string) string {
+		var parts []string
+		for _, np := range inserts {
+			parts = append(parts, np.key.String()+": "+np.text)
+		}
+		return strings.Join(parts, sep)
+	}
+
+	switch {
+	case pv == nil:
+		if err := collectInserts(); err != nil || len(inserts) == 0 {
+			return err
+		}
+		last := len(entry.Content) - 2
+		if last < 0 {
+			return unsupported(entry.Line, "the plugin entry is empty")
+		}
+		lk, lv := entry.Content[last], entry.Content[last+1]
+		end, err := valueEnd(m, lk, lv, entryFlow)
+		if err != nil {
+			return in.fail(0, err)
+		}
+		if entryFlow {
+			p.add(splice{start: m.outer(end), end: m.outer(end), text: ", parameters: {" + pairsText(", ") + "}"})
+		} else {
+			indent, err := linePrefix(m, lk)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			child := indent + strings.Repeat(" ", c.indentStep())
+			lines := []string{indent + "parameters:"}
+			for _, np := range inserts {
+				lines = append(lines, child+np.key.String()+": "+np.text)
+			}
+			p.add(m.insertLines(m.in.lineOf(end), lines))
+		}
+		exp.created = true
+
+	case pv.Kind == yaml.AliasNode:
+		return unsupported(pv.Line, "parameters is an alias (*%s) of parameters used elsewhere; edit them by hand", pv.Value)
+	case pv.Anchor != "":
+		return unsupported(pv.Line, "parameters carry anchor &%s and may be reused elsewhere; edit them by hand", pv.Anchor)
+	case pv.Style&yaml.TaggedStyle != 0:
+		return unsupported(pv.Line, "parameters carry a tag; edit them by hand")
+
+	case pv.Kind == yaml.ScalarNode && pv.ShortTag() == "!!null":
+		if err := collectInserts(); err != nil || len(inserts) == 0 {
+			return err
+		}
+		colon, err := keyColon(m, pk, entryFlow)
+		if err != nil {
+			return in.fail(0, err)
+		}
+		switch {
+		case entryFlow && isEmptyNull(pv):
+			p.add(splice{start: m.outer(colon), end: m.outer(colon), text: " {" + pairsText(", ") + "}"})
+		case entryFlow:
+			s, err := m.pos(pv)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			e, err := valueEnd(m, pk, pv, true)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			p.add(splice{start: m.outer(s), end: m.outer(e), text: "{" + pairsText(", ") + "}"})
+		default:
+			kl := m.in.lineOf(colon)
+			if !isEmptyNull(pv) {
+				s, err := m.pos(pv)
+				if err != nil {
+					return in.fail(0, err)
+				}
+				if m.in.lineOf(s) != kl {
+					return unsupported(pv.Line, "the null parameters value is not on the parameters line")
+				}
+				e, err := valueEnd(m, pk, pv, false)
+				if err != nil {
+					return in.fail(0, err)
+				}
+				p.add(splice{start: m.outer(colon), end: m.outer(e)})
+			}
+			indent, err := linePrefix(m, pk)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			child := indent + strings.Repeat(" ", c.indentStep())
+			var lines []string
+			for _, np := range inserts {
+				lines = append(lines, child+np.key.String()+": "+np.text)
+			}
+			p.add(m.insertLines(kl, lines))
+		}
+
+	case pv.Kind == yaml.MappingNode:
+		if hasMerge(pv) {
+			return unsupported(pv.Line, "parameters use a merge key (<<); edit them by hand")
+		}
+		flow := pv.Style&yaml.FlowStyle != 0
+		n := len(pv.Content) / 2
+		removed := make([]bool, n)
+		anyChange := false
+		for i := 0; i < n; i++ {
+			k, v := pv.Content[2*i], pv.Content[2*i+1]
+			gk, known := gate.LookupKey(k.Value)
+			if known && remove[gk] {
+				removed[i] = true
+				anyChange = true
+				continue
+			}
+			ep := expPair{key: k, val: v, name: k.Value}
+			if val, ok := set[gk]; known && ok {
+				matched[gk] = true
+				if raw, present := obj[k.Value]; !present || !val.matches(raw) {
+					text, err := p.replace(m, in, k, v, val, flow)
+					if err != nil {
+						return err
+					}
+					ep.val, ep.text = nil, text
+					anyChange = true
+				}
+			}
+			exp.pairs = append(exp.pairs, ep)
+		}
+		if err := collectInserts(); err != nil {
+			return err
+		}
+		if !anyChange && len(inserts) == 0 {
+			return nil
+		}
+		if len(exp.pairs) == 0 && !flow {
+			exp.emptied = true
+		}
+		if err := p.removeAndInsert(m, in, pk, pv, removed, inserts, flow, pairsText); err != nil {
+			return err
+		}
+
+	default:
+		return in.fail(c.tm.fileLine(pv.Line), &gate.ParamError{Err: errors.New("must be a mapping")})
+	}
+	p.expects = append(p.expects, exp)
+	return nil
+}
+
+// replace plans the replacement of an existing value and returns the text written.
+func (p *plan) replace(m *textMap, in Instance, k, v *yaml.Node, val Value, flow bool) (string, error) {
+	unsupported := func(format string, a ...any) (string, error) {
+		return "", in.fail(m.fileLine(v.Line), errorf(ErrUnsupported, "parameter %q: "+format, append([]any{k.Value}, a...)...))
+	}
+	switch {
+	case v.Kind == yaml.AliasNode:
+		return unsupported("the value is an alias (*%s); edit it by hand", v.Value)
+	case v.Anchor != "" || v.Style&yaml.TaggedStyle != 0:
+		return unsupported("the value carries an anchor or tag; edit it by hand")
+	case v.Kind != yaml.ScalarNode:
+		return unsupported("the value is not a scalar")
+	case v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+		return unsupported("the value is a block scalar; edit it by hand")
+	}
+	style := v.Style
+	if isEmptyNull(v) || v.ShortTag() == "!!null" {
+		style = 0
+	}
+	text, err := val.render(style)
+	if err != nil {
+		return "", in.fail(0, errorf(ErrInvalidChange, "%s: %v", k.Value, err))
+	}
+	if isEmptyNull(v) {
+		colon, err := keyColon(m, k, flow)
+		if err != nil {
+			return "", in.fail(0, err)
+		}
+		p.add(splice{start: m.outer(colon), end: m.outer(colon), text: " " + text})
+		return text, nil
+	}
+	s, err := m.pos(v)
+	if err != nil {
+		return "", in.fail(0, err)
+	}
+	e, err := valueEnd(m, k, v, flow)
+	if err != nil {
+		return "", in.fail(0, err)
+	}
+	p.add(splice{start: m.outer(s), end: m.outer(e), text: text})
+	return text, nil
+}
+
+// removeAndInsert plans removed keys and new keys of a parameters mapping.
+func (p *plan) removeAndInsert(m *textMap, in Instance, pk, pv *yaml.Node, removed []bool, inserts []newPair,
+	flow bool, pairsText func(string) string) error {
+	n := len(removed)
+	key := func(i int) *yaml.Node { return pv.Content[2*i] }
+	val := func(i int) *yaml.Node { return pv.Content[2*i+1] }
+	unsupported := func(line int, format string, a ...any) error {
+		return in.fail(m.fileLine(line), errorf(ErrUnsupported, format, a...))
+	}
+	lastKept := -1
+	for i := n - 1; i >= 0; i-- {
+		if !removed[i] {
+			lastKept = i
+			break
+		}
+	}
+	if !flow {
+		for i := 0; i < n; i++ {
+			if !removed[i] {
+				continue
+			}
+			ko, err := m.pos(key(i))
+			if err != nil {
+				return in.fail(0, err)
+			}
+			kl := m.in.lineOf(ko)
+			if len(bytes.Trim(m.in.text[m.in.start[kl]:ko], " \t")) > 0 {
+				return unsupported(key(i).Line, "parameter %q does not start its line", key(i).Value)
+			}
+			ve, err := valueEnd(m, key(i), val(i), false)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			el := m.in.lineOf(ve)
+			if rest := bytes.TrimLeft(m.in.text[ve:m.in.end[el]], " \t"); len(rest) > 0 && rest[0] != '#' {
+				return unsupported(key(i).Line, "parameter %q shares its line with other content", key(i).Value)
+			}
+			p.add(m.deleteLines(kl, el))
+		}
+		if len(inserts) == 0 {
+			return nil
+		}
+		// After the last kept key, with its indentation; with every key
+		// removed, right after the parameters line, with the first key's.
+		anchorKey, at := key(0), 0
+		if lastKept >= 0 {
+			ve, err := valueEnd(m, key(lastKept), val(lastKept), false)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			anchorKey, at = key(lastKept), ve
+		} else {
+			colon, err := keyColon(m, pk, false)
+			if err != nil {
+				return in.fail(0, err)
+			}
+			at = colon
+		}
+		indent, err := linePrefix(m, anchorKey)
+		if err != nil {
+			return in.fail(0, err)
+		}
+		lines := make([]string, 0, len(inserts))
+		for _, np := range inserts {
+			lines = append(lines, indent+np.key.String()+": "+np.text)
+		}
+		p.add(m.insertLines(m.in.lineOf(at), lines))
+		return nil
+	}
+	// Flow mapping: remove runs of pairs with their separators, insert after
+	// the last kept value (or after the opening brace).
+	keyStart := make([]int, n)
+	valEnd := make([]int, n)
+	for i := 0; i < n; i++ {
+		var err error
+		if keyStart[i], err = m.pos(key(i)); err != nil {
+			return in.fail(0, err)
+		}
+		if valEnd[i], err = valueEnd(m, key(i), val(i), true); err != nil {
+			return in.fail(0, err)
+		}
+	}
+	for a := 0; a < n; a++ {
+		if !removed[a] {
+			continue
+		}
+		b := a
+		for b+1 < n && removed[b+1] {
+			b++
+		}
+		var s, e int
+		switch {
+		case b+1 < n:
+			s, e = keyStart[a], keyStart[b+1]
+		case a > 0:
+			s, e = valEnd[a-1], valEnd[b]
+		default:
+			s, e = keyStart[0], valEnd[b]
+			i := e
+			for i < len(m.in.text) && isBlank(m.in.text[i]) {
+				i++
+			}
+			if i < len(m.in.text) && m.in.text[i] == ',' {
+				e = i + 1
+			}
+		}
+		p.add(splice{start: m.outer(s), end: m.outer(e)})
+		a = b
+	}
+	if len(inserts) == 0 {
+		return nil
+	}
+	if lastKept >= 0 {
+		at := m.outer(valEnd[lastKept])
+		p.add(splice{start: at, end: at, text: ", " + pairsText(", ")})
+		return nil
+	}
+	open, err := m.pos(pv)
+	if err != nil {
+		return in.fail(0, err)
+	}
+	if byteAt(m.in.text, open) != '{' {
+		return unsupported(pv.Line, "cannot locate the parameters' opening brace")
+	}
+	at := m.outer(open + 1)
+	p.add(splice{start: at, end: at, text: pairsText(", ")})
+	return nil
+}
+
+// indentStep returns the indentation step of the config's parameters blocks
+// (2 when no block-style parameters show one).
+func (c *Config) indentStep() int {
+	if c.pluginsSeq == nil {
+		return 2
+	}
+	for _, e := range c.pluginsSeq.Content {
+		pk, pv := mapPair(resolve(e), "parameters")
+		if pk != nil && pv != nil && pv.Kind == yaml.MappingNode && pv.Style&yaml.FlowStyle == 0 && len(pv.Content) > 0 {
+			if step := pv.Content[0].Column - pk.Column; step > 0 {
+				return step
+			}
+		}
+	}
+	return 2
+}
+
+func isEmptyNull(v *yaml.Node) bool {
+	return v.Kind == yaml.ScalarNode && v.Value == "" && v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.TaggedStyle) == 0 &&
+		v.ShortTag() == "!!null"
+}
+
+func hasMerge(m *yaml.Node) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].ShortTag() == "!!merge" {
+			return true
+		}
+	}
+	return false
+}
+
+// linePrefix returns the whitespace before a key on its line, or as many
+// spaces as the key's column when other text (a "- ") precedes it.
+func linePrefix(m *textMap, k *yaml.Node) (string, error) {
+	off, err := m.pos(k)
+	if err != nil {
+		return "", err
+	}
+	pre := m.in.text[m.in.start[m.in.lineOf(off)]:off]
+	if len(bytes.Trim(pre, " \t")) == 0 {
+		return string(pre), nil
+	}
+	return strings.Repeat(" ", utf8.RuneCount(pre)), nil
+}
+
+// keyColon returns the offset just past the ':' that follows a mapping key.
+func keyColon(m *textMap, k *yaml.Node, flow bool) (int, error) {
+	if k.Kind != yaml.ScalarNode || k.Style&yaml.TaggedStyle != 0 || k.Anchor != "" {
+		return 0, errorf(ErrUnsupported, "key %q carries a tag or anchor or is not a scalar", k.Value)
+	}
+	t := m.in
+	off, err := m.pos(k)
+	if err != nil {
+		return 0, err
+	}
+	var end int
+	if k.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		var ok bool
+		if c := byteAt(t.text, off); c != '"' && c != '\'' {
+			return 0, errorf(ErrUnsupported, "cannot locate key %q", k.Value)
+		}
+		if end, ok = scanQuoted(t.text, off); !ok {
+			return 0, errorf(ErrUnsupported, "cannot find the end of key %q", k.Value)
+		}
+	} else {
+		end = scanPlain(t, off, flow)
+		if string(t.text[off:end]) != k.Value {
+			return 0, errorf(ErrUnsupported, "cannot locate key %q (explicit or multi-line keys are not supported)", k.Value)
+		}
+	}
+	lineEnd := t.end[t.lineOf(end)]
+	for end < lineEnd && isBlank(t.text[end]) {
+		end++
+	}
+	if end >= lineEnd || t.text[end] != ':' {
+		return 0, errorf(ErrUnsupported, "cannot find the ':' after key %q", k.Value)
+	}
+	return end + 1, nil
+}
+
+// valueEnd returns the offset just past a mapping value (for an empty null
+// value: just past its key's ':').
+func valueEnd(m *textMap, k, v *yaml.Node, flow bool) (int, error) {
+	t := m.in
+	unsupported := func(why string) (int, error) {
+		return 0, errorf(ErrUnsupported, "the value of %q %s; edit it by hand", k.Value, why)
+	}
+	if v.Kind != yaml.AliasNode && (v.Style&yaml.TaggedStyle != 0 || v.Anchor != "") {
+		return unsupported("carries a tag or anchor")
+	}
+	if isEmptyNull(v) {
+		return keyColon(m, k, flow)
+	}
+	off, err := m.pos(v)
+	if err != nil {
+		return 0, err
+	}
+	c := byteAt(t.text, off)
+	switch {
+	case v.Kind == yaml.AliasNode:
+		if c != '*' {
+			return unsupported("cannot be located")
+		}
+		return scanAlias(t, off), nil
+	case v.Kind == yaml.ScalarNode && v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0:
+		if c != '"' && c != '\'' {
+			return unsupported("cannot be located")
+		}
+		end, ok := scanQuoted(t.text, off)
+		if !ok {
+			return unsupported("has no closing quote")
+		}
+		return end, nil
+	case v.Kind == yaml.ScalarNode && v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+		return unsupported("is a block scalar")
+	case v.Kind == yaml.ScalarNode:
+		end := scanPlain(t, off, flow)
+		if string(t.text[off:end]) != v.Value {
+			return unsupported("spans several lines")
+		}
+		return end, nil
+	case v.Style&yaml.FlowStyle != 0 && (c == '{' || c == '['):
+		end, ok := scanFlow(t.text, off)
+		if !ok {
+			return unsupported("has no closing bracket")
+		}
+		return end, nil
+	}
+	return unsupported("is a block collection")
+}
