@@ -1,0 +1,213 @@
+package fleetsim
+
+import (
+	"math/rand/v2"
+
+	"github.com/gatetuner/gatetuner/gate"
+)
+
+// epp is the endpoint picker: the approximate prefix producer (an index of
+// what it routed where), the in-flight load producer, the gate and a picker.
+type epp struct {
+	tree     *nodeTree
+	settings gate.Settings
+	index    *blockCache
+	bs       int32
+	capacity int64
+	maxBlk   int32
+	npods    int
+	// byRequests breaks in-flight token ties by in-flight requests.
+	byRequests bool
+
+	// In-flight load as the EPP counts it: uncached prompt tokens until the
+	// first token, requests until the response ends.
+	tokens []int64
+	reqs   []int64
+	epoch  uint32
+
+	explore *rand.Rand
+
+	eps     []gate.Endpoint
+	kept    []int
+	matched []int32
+	alive   []int32
+	path    []int32
+	needs   []int32
+
+	m eppMetrics
+}
+
+func newEPP(sc *Scenario, tree *nodeTree, seed uint64) *epp {
+	n := sc.Pods.Count
+	pi := sc.EPP.PrefixIndex
+	e := &epp{
+		tree:       tree,
+		settings:   sc.EPP.Settings,
+		bs:         int32(pi.BlockSizeTokens),
+		capacity:   int64(pi.LRUCapacityPerServer),
+		maxBlk:     int32(pi.MaxPrefixBlocksToMatch),
+		npods:      n,
+		byRequests: sc.EPP.Picker == PickerLeastTokensThenRequests,
+		tokens:     make([]int64, n),
+		reqs:       make([]int64, n),
+		explore:    rand.New(rand.NewPCG(seed, 0x6578706c6f7265)),
+		eps:        make([]gate.Endpoint, n),
+		matched:    make([]int32, n),
+		alive:      make([]int32, 0, n),
+	}
+	e.index = newBlockCache(e.bs, n, tree)
+	e.m.init(n)
+	return e
+}
+
+// restart models an EPP pod restart: the prefix index and the in-flight
+// accounting start empty; requests routed by the old pod are no longer
+// counted.
+func (e *epp) restart() {
+	e.index.clear()
+	for i := range e.tokens {
+		e.tokens[i], e.reqs[i] = 0, 0
+	}
+	e.epoch++
+}
+
+// match fills e.matched with each pod's matched blocks for the prompt ending
+// at leaf and returns TotalBlocks and the tokens beyond the indexed cap.
+func (e *epp) match(leaf int32, prompt int32) (total int32, beyond int64) {
+	bs := e.bs
+	total = ceilDiv(prompt, bs)
+	if e.maxBlk > 0 && total > e.maxBlk {
+		total = e.maxBlk
+		beyond = int64(prompt) - int64(total)*int64(bs)
+	}
+	for i := range e.matched {
+		e.matched[i] = 0
+	}
+	e.alive = e.alive[:0]
+	for i := 0; i < e.npods; i++ {
+		e.alive = append(e.alive, int32(i))
+	}
+	e.path = e.tree.path(leaf, e.path)
+	var cum int32
+	for _, n := range e.path {
+		need := e.tree.blocks(n, bs)
+		if need == 0 {
+			continue
+		}
+		if e.maxBlk > 0 && cum+need > e.maxBlk {
+			need = e.maxBlk - cum
+		}
+		cum += need
+		keep := e.alive[:0]
+		for _, p := range e.alive {
+			have := min(e.index.cached(p, n), need)
+			e.matched[p] += have
+			if have == need {
+				keep = append(keep, p)
+			}
+		}
+		e.alive = keep
+		if len(e.alive) == 0 || (e.maxBlk > 0 && cum >= e.maxBlk) {
+			break
+		}
+	}
+	return total, beyond
+}
+
+// record remembers that the prompt ending at leaf went to pod: its blocks
+// (up to the cap) become the pod's most recent, the root last, so the tail
+// ages out first.
+func (e *epp) record(pod int32, leaf int32) {
+	e.path = e.tree.path(leaf, e.path)
+	e.needs = e.needs[:0]
+	var cum int32
+	for _, n := range e.path {
+		need := e.tree.blocks(n, e.bs)
+		if e.maxBlk > 0 && cum+need > e.maxBlk {
+			need = e.maxBlk - cum
+		}
+		e.needs = append(e.needs, need)
+		cum += need
+		if e.maxBlk > 0 && cum >= e.maxBlk {
+			break
+		}
+	}
+	for i := len(e.needs) - 1; i >= 0; i-- {
+		if e.needs[i] > 0 {
+			e.index.record(pod, e.path[i], e.needs[i])
+		}
+	}
+	l := &e.index.pods[pod]
+	if l.lruBlocks > e.capacity {
+		e.index.evictLRU(pod, l.lruBlocks-e.capacity)
+	}
+}
+
+// decision is one routing decision and what the EPP did.
+type decision struct {
+	d       gate.Decision
+	outcome gate.Outcome
+	chosen  int
+	total   int32
+}
+
+// route runs the producers, the gate and the picker for r, charges the
+// chosen pod's in-flight load and records the prompt in the index.
+func (e *epp) route(r *request) decision {
+	total, beyond := e.match(r.leaf, r.prompt)
+	for i := range e.eps {
+		e.eps[i] = gate.Endpoint{
+			HasMatch: true, MatchBlocks: int(e.matched[i]), TotalBlocks: int(total), BlockSizeTokens: int(e.bs),
+			HasLoad: true, InFlightTokens: e.tokens[i], InFlightRequests: e.reqs[i],
+		}
+	}
+	var dec decision
+	dec.total = total
+	dec.d = gate.Decide(&e.settings, e.eps)
+	dec.outcome = dec.d.Outcome
+	if dec.d.ExplorationPossible && e.explore.Float64() < e.settings.ExplorationProbability {
+		dec.outcome = gate.OutcomeExploration
+	}
+	e.kept = e.kept[:0]
+	if dec.outcome == gate.OutcomeSticky {
+		e.kept = gate.AppendKept(e.kept, &e.settings, e.eps, &dec.d)
+	} else {
+		for i := range e.eps {
+			e.kept = append(e.kept, i)
+		}
+	}
+	best := e.kept[0]
+	for _, i := range e.kept[1:] {
+		if e.tokens[i] < e.tokens[best] || (e.byRequests && e.tokens[i] == e.tokens[best] && e.reqs[i] < e.reqs[best]) {
+			best = i
+		}
+	}
+	dec.chosen = best
+	charge := int64(total-e.matched[best])*int64(e.bs) + beyond
+	r.eppTokens = charge
+	r.eppEpoch = e.epoch
+	r.eppTokHeld, r.eppReqHeld = true, true
+	r.eppCached = e.matched[best] * e.bs
+	e.tokens[best] += charge
+	e.reqs[best]++
+	e.record(int32(best), r.leaf)
+	e.m.decisions[dec.outcome]++
+	e.m.attempts[best]++
+	return dec
+}
+
+// firstToken releases r's in-flight tokens.
+func (e *epp) firstToken(r *request) {
+	if r.eppTokHeld && r.eppEpoch == e.epoch {
+		e.tokens[r.pod] -= r.eppTokens
+	}
+	r.eppTokHeld = false
+}
+
+// finished releases r's in-flight request.
+func (e *epp) finished(r *request) {
+	if r.eppReqHeld && r.eppEpoch == e.epoch {
+		e.reqs[r.pod]--
+	}
+	r.eppReqHeld = false
+}

@@ -1,0 +1,371 @@
+package fleetsim
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// nodeTree is the prefix tree of every prompt the workload produces. A node
+// is an immutable run of tokens [start, end) following its parent's; a
+// prompt is the path from a root to its last node. Two prompts share block k
+// (of any block size) iff they share the node holding the block's last
+// token, so caches can work on nodes instead of hashing blocks.
+type nodeTree struct {
+	parent []int32
+	start  []int32
+	end    []int32
+}
+
+func (t *nodeTree) add(parent int32, length int) int32 {
+	var s int32
+	if parent >= 0 {
+		s = t.end[parent]
+	}
+	t.parent = append(t.parent, parent)
+	t.start = append(t.start, s)
+	t.end = append(t.end, s+int32(length))
+	return int32(len(t.parent) - 1)
+}
+
+func (t *nodeTree) len() int { return len(t.parent) }
+
+// blocks is the number of full blocks of size bs whose last token lies in node n.
+func (t *nodeTree) blocks(n int32, bs int32) int32 { return t.end[n]/bs - t.start[n]/bs }
+
+// path writes the nodes from the root to leaf into buf.
+func (t *nodeTree) path(leaf int32, buf []int32) []int32 {
+	buf = buf[:0]
+	for n := leaf; n >= 0; n = t.parent[n] {
+		buf = append(buf, n)
+	}
+	for i, j := 0, len(buf)-1; i < j; i, j = i+1, j-1 {
+		buf[i], buf[j] = buf[j], buf[i]
+	}
+	return buf
+}
+
+// arrival is one request as the workload produces it.
+type arrival struct {
+	t       int64 // ns, scenario time
+	leaf    int32 // last prompt node
+	out     int32 // the output's node (child of leaf)
+	prompt  int32
+	output  int32
+	class   int16
+	session int64
+	turn    int32
+}
+
+type session struct {
+	id        int64
+	class     int16
+	tip       int32
+	turn      int32
+	turnsLeft int32
+	pace      float64
+}
+
+type pendingTurn struct {
+	t   int64
+	seq uint64
+	s   *session
+}
+
+type turnHeap []pendingTurn
+
+func (h turnHeap) Len() int { return len(h) }
+func (h turnHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+func (h turnHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)   { *h = append(*h, x.(pendingTurn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type poolState struct {
+	spec    *PoolSpec
+	lengths []int
+	cdf     []float64
+}
+
+func newPool(spec *PoolSpec, r *rand.Rand) *poolState {
+	if spec == nil {
+		return nil
+	}
+	ps := &poolState{spec: spec}
+	if spec.Count > 0 {
+		ps.lengths = make([]int, spec.Count)
+		ps.cdf = make([]float64, spec.Count)
+		var sum float64
+		for i := range ps.lengths {
+			ps.lengths[i] = spec.Tokens.SampleInt(r, 1)
+			sum += math.Pow(float64(i+1), -spec.Zipf)
+			ps.cdf[i] = sum
+		}
+		for i := range ps.cdf {
+			ps.cdf[i] /= sum
+		}
+	}
+	return ps
+}
+
+// pick returns an item key, or -1 with a fresh length for a per-session
+// item, at scenario time t (ns). With churn, the item at rank r in churn step
+// k was born (entered as the hottest) in step k-r; its key is that birth
+// step, so every step brings a brand-new item that no cache holds yet.
+func (ps *poolState) pick(r *rand.Rand, t int64) (int, int) {
+	if ps.spec.Count == 0 {
+		return -1, ps.spec.Tokens.SampleInt(r, 1)
+	}
+	u := r.Float64()
+	i := sort.SearchFloat64s(ps.cdf, u)
+	if i >= len(ps.cdf) {
+		i = len(ps.cdf) - 1
+	}
+	if ps.spec.Churn > 0 {
+		birth := int(t/int64(ps.spec.Churn)) - i + len(ps.cdf)
+		return birth, ps.lengths[birth%len(ps.lengths)]
+	}
+	return i, ps.lengths[i]
+}
+
+type classState struct {
+	spec    *SessionClass
+	sys     *poolState
+	doc     *poolState
+	sysNode map[int]int32      // system prompt key → node
+	docNode map[[2]int32]int32 // (system prompt key, document key) → node
+}
+
+// workload produces the scenario's requests in time order, from its own
+// random stream: the same seed gives the same requests whatever the gate
+// settings or the fleet do (sessions are open-loop).
+type workload struct {
+	sc       *Scenario
+	r        *rand.Rand
+	tree     *nodeTree
+	classes  []classState
+	phaseEnd []int64 // ns
+	live     bool    // the last phase never ends
+
+	pending   turnHeap
+	seq       uint64
+	nextStart int64 // next session start, ns; math.MaxInt64 when none
+	startPh   int   // phase of nextStart's draw
+	sessions  int64
+	maxLen    int
+}
+
+func newWorkload(sc *Scenario, seed uint64, tree *nodeTree, live bool) *workload {
+	w := &workload{sc: sc, r: rand.New(rand.NewPCG(seed, 0x776f726b6c6f6164)), tree: tree, live: live,
+		maxLen: sc.Pods.Engine.MaxModelLen}
+	var t int64
+	for i := range sc.Phases {
+		t += int64(sc.Phases[i].Duration)
+		w.phaseEnd = append(w.phaseEnd, t)
+	}
+	if live {
+		w.phaseEnd[len(w.phaseEnd)-1] = math.MaxInt64
+	}
+	w.classes = make([]classState, len(sc.Classes))
+	for i := range sc.Classes {
+		c := &sc.Classes[i]
+		cs := &w.classes[i]
+		cs.spec = c
+		cs.sys = newPool(c.SystemPrompt, w.r)
+		cs.doc = newPool(c.Document, w.r)
+		cs.sysNode = map[int]int32{}
+		cs.docNode = map[[2]int32]int32{}
+	}
+	w.nextStart = 0
+	w.drawNextStart(0, 0)
+	return w
+}
+
+// phaseAt returns the phase index holding scenario time t (ns).
+func (w *workload) phaseAt(t int64) int {
+	for i, e := range w.phaseEnd {
+		if t < e {
+			return i
+		}
+	}
+	return len(w.phaseEnd) - 1
+}
+
+func (w *workload) sessionRate(ph int, t int64) (rate, rmax float64) {
+	p := &w.sc.Phases[ph]
+	if p.RequestRate <= 0 {
+		return 0, 0
+	}
+	var turns, wsum float64
+	for i, wt := range p.Mix {
+		turns += wt * w.sc.Classes[i].meanTurns
+		wsum += wt
+	}
+	base := p.RequestRate / (turns / wsum)
+	var start float64
+	if ph > 0 {
+		start = float64(w.phaseEnd[ph-1]) / 1e9
+	}
+	f, fmax := p.Arrivals.rateFactor(float64(t)/1e9, start)
+	return base * f, base * fmax
+}
+
+// drawNextStart draws the next session start after t (ns) in phase ph by
+// thinning a Poisson process at the phase's maximum rate.
+func (w *workload) drawNextStart(t int64, ph int) {
+	for {
+		if ph >= len(w.phaseEnd) {
+			w.nextStart = math.MaxInt64
+			return
+		}
+		_, rmax := w.sessionRate(ph, t)
+		if rmax <= 0 {
+			if w.phaseEnd[ph] == math.MaxInt64 {
+				w.nextStart = math.MaxInt64
+				return
+			}
+			t, ph = w.phaseEnd[ph], ph+1
+			continue
+		}
+		dt := w.r.ExpFloat64() / rmax * 1e9
+		if float64(t)+dt >= float64(w.phaseEnd[ph]) {
+			t, ph = w.phaseEnd[ph], ph+1
+			continue
+		}
+		t += int64(dt)
+		rate, _ := w.sessionRate(ph, t)
+		if w.r.Float64()*rmax < rate {
+			w.nextStart, w.startPh = t, ph
+			return
+		}
+	}
+}
+
+// peek returns the time of the next request (math.MaxInt64 when none).
+func (w *workload) peek() int64 {
+	// A session start emits its first turn at once; pending turns keep theirs.
+	if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
+		return w.pending[0].t
+	}
+	return w.nextStart
+}
+
+// next produces the next request; ok is false when the workload is over.
+func (w *workload) next() (arrival, bool) {
+	for {
+		if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
+			pt := heap.Pop(&w.pending).(pendingTurn)
+			if a, ok := w.turn(pt.s, pt.t); ok {
+				return a, true
+			}
+			continue
+		}
+		if w.nextStart == math.MaxInt64 {
+			return arrival{}, false
+		}
+		t, ph := w.nextStart, w.startPh
+		s := w.startSession(ph, t)
+		w.drawNextStart(t, ph)
+		if s == nil {
+			continue
+		}
+		if a, ok := w.turn(s, t); ok {
+			return a, true
+		}
+	}
+}
+
+func (w *workload) startSession(ph int, t int64) *session {
+	mix := w.sc.Phases[ph].Mix
+	var sum float64
+	for _, m := range mix {
+		sum += m
+	}
+	u := w.r.Float64() * sum
+	ci := len(mix) - 1
+	for i, m := range mix {
+		if u < m {
+			ci = i
+			break
+		}
+		u -= m
+	}
+	cs := &w.classes[ci]
+	w.sessions++
+	s := &session{id: w.sessions, class: int16(ci), tip: -1}
+	sys := int32(-1)
+	if cs.sys != nil {
+		i, n := cs.sys.pick(w.r, t)
+		if i < 0 {
+			s.tip = w.tree.add(-1, n)
+		} else {
+			node, ok := cs.sysNode[i]
+			if !ok {
+				node = w.tree.add(-1, n)
+				cs.sysNode[i] = node
+			}
+			s.tip = node
+			sys = int32(i)
+		}
+	}
+	if cs.doc != nil {
+		i, n := cs.doc.pick(w.r, t)
+		if i < 0 || (s.tip >= 0 && sys < 0) {
+			s.tip = w.tree.add(s.tip, n)
+		} else {
+			key := [2]int32{sys, int32(i)}
+			node, ok := cs.docNode[key]
+			if !ok {
+				node = w.tree.add(s.tip, n)
+				cs.docNode[key] = node
+			}
+			s.tip = node
+		}
+	}
+	s.turnsLeft = int32(cs.spec.Turns.SampleInt(w.r, 1))
+	s.pace = cs.spec.Pace.Sample(w.r)
+	return s
+}
+
+// turn emits session s's next turn at time t and schedules the one after.
+func (w *workload) turn(s *session, t int64) (arrival, bool) {
+	c := w.classes[s.class].spec
+	ud := &c.UserTokens
+	if s.turn == 0 && c.FirstUserTokens != nil {
+		ud = c.FirstUserTokens
+	}
+	user := ud.SampleInt(w.r, 1)
+	out := c.OutputTokens.SampleInt(w.r, 1)
+	think := c.ThinkSeconds.Sample(w.r) * s.pace
+	var base int32
+	if s.tip >= 0 {
+		base = w.tree.end[s.tip]
+	}
+	prompt := int(base) + user
+	if prompt+out > w.maxLen {
+		return arrival{}, false // the conversation outgrew the context: it ends
+	}
+	leaf := w.tree.add(s.tip, user)
+	outNode := w.tree.add(leaf, out)
+	a := arrival{t: t, leaf: leaf, out: outNode, prompt: int32(prompt), output: int32(out),
+		class: s.class, session: s.id, turn: s.turn}
+	s.tip = outNode
+	s.turn++
+	s.turnsLeft--
+	if s.turnsLeft > 0 {
+		next := t + int64(math.Max(think, 0.001)*1e9)
+		w.seq++
+		heap.Push(&w.pending, pendingTurn{t: next, seq: w.seq, s: s})
+	}
+	return a, true
+}
