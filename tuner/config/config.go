@@ -1,0 +1,475 @@
+// Package config is the daemon's configuration: Prometheus and Kubernetes
+// access, defaults, custom EPP build profiles and the targets to tune. It is
+// read with viper from a YAML file, GATETUNER_* environment variables and
+// flags; unknown keys are errors. The schema is documented in docs/config.md.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/viper"
+
+	"github.com/gatetuner/gatetuner/gate"
+)
+
+// Modes of a target.
+const (
+	ModeOff       = "off"       // recommend only (the default)
+	ModeConfigMap = "configmap" // write the ConfigMap; the EPP restarts later
+	ModeRollout   = "rollout"   // write, roll the EPP Deployment, verify
+)
+
+// Decision sources.
+const (
+	SourceModel   = "prometheus-model"
+	SourceRecords = "records"
+)
+
+// Config is the whole daemon configuration.
+type Config struct {
+	Prometheus     Prometheus     `mapstructure:"prometheus"`
+	Kubernetes     Kubernetes     `mapstructure:"kubernetes"`
+	LeaderElection LeaderElection `mapstructure:"leaderElection"`
+	Server         Server         `mapstructure:"server"`
+	Defaults       Policy         `mapstructure:"defaults"`
+	Profiles       []Profile      `mapstructure:"profiles"`
+	Targets        []Target       `mapstructure:"targets"`
+}
+
+// Prometheus says where estimates come from.
+type Prometheus struct {
+	// URL of the Prometheus HTTP API, or "embedded" (a built-in TSDB filled by
+	// scraping Scrape targets).
+	URL                string            `mapstructure:"url"`
+	BearerTokenFile    string            `mapstructure:"bearerTokenFile"`
+	CAFile             string            `mapstructure:"caFile"`
+	CertFile           string            `mapstructure:"certFile"`
+	KeyFile            string            `mapstructure:"keyFile"`
+	ServerName         string            `mapstructure:"serverName"`
+	InsecureSkipVerify bool              `mapstructure:"insecureSkipVerify"`
+	Headers            map[string]string `mapstructure:"headers"`
+	Timeout            time.Duration     `mapstructure:"timeout"`
+	// Scrape lists host:port /metrics endpoints for the embedded Prometheus.
+	Scrape         []string      `mapstructure:"scrape"`
+	ScrapeInterval time.Duration `mapstructure:"scrapeInterval"`
+}
+
+// Kubernetes says how to reach the API server.
+type Kubernetes struct {
+	// Kubeconfig path; empty means in-cluster.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+}
+
+// LeaderElection configures the Lease that makes one replica the writer.
+type LeaderElection struct {
+	Enabled       bool          `mapstructure:"enabled"`
+	Namespace     string        `mapstructure:"namespace"`
+	Name          string        `mapstructure:"name"`
+	LeaseDuration time.Duration `mapstructure:"leaseDuration"`
+	RenewDeadline time.Duration `mapstructure:"renewDeadline"`
+	RetryPeriod   time.Duration `mapstructure:"retryPeriod"`
+}
+
+// Server is the daemon's HTTP endpoint (/metrics, /healthz, /readyz).
+type Server struct {
+	Address string `mapstructure:"address"`
+}
+
+// ApplyWindow allows writes from each activation of a cron schedule for a duration.
+type ApplyWindow struct {
+	Schedule string        `mapstructure:"schedule"`
+	Duration time.Duration `mapstructure:"duration"`
+}
+
+// Verification is how a rollout is judged.
+type Verification struct {
+	// Window after the rollout in which TTFT p90 is compared with before.
+	Window time.Duration `mapstructure:"window"`
+	// TTFTMargin: a relative worsening of TTFT p90 above it rolls back.
+	TTFTMargin float64 `mapstructure:"ttftMargin"`
+	// RolloutTimeout bounds the wait for the new generation to be available.
+	RolloutTimeout time.Duration `mapstructure:"rolloutTimeout"`
+}
+
+// Policy holds the knobs a target inherits from defaults unless it sets them.
+type Policy struct {
+	Mode     string `mapstructure:"mode"`
+	Schedule string `mapstructure:"schedule"`
+	// Lookback of estimates and of the shadow window.
+	Lookback time.Duration `mapstructure:"lookback"`
+	// SaturationWindow is the estimator's saturated-window length.
+	SaturationWindow time.Duration `mapstructure:"saturationWindow"`
+	DecisionSource   string        `mapstructure:"decisionSource"`
+	MinConfidence    *float64      `mapstructure:"minConfidence"`
+	// GainRatio: the recommendation's excess cost must be ≤ this × the current's.
+	GainRatio *float64 `mapstructure:"gainRatio"`
+	// Deadband on the token bar (relative).
+	Deadband *float64 `mapstructure:"deadband"`
+	// MaxStep bounds each apply's bar move (×/÷).
+	MaxStep        *float64      `mapstructure:"maxStep"`
+	Cooldown       time.Duration `mapstructure:"cooldown"`
+	DailyBudget    *int          `mapstructure:"dailyBudget"`
+	ApplyWindow    *ApplyWindow  `mapstructure:"applyWindow"`
+	RestartWarmup  time.Duration `mapstructure:"restartWarmup"`
+	Verification   Verification  `mapstructure:"verification"`
+	MinDecisions   *int          `mapstructure:"minDecisions"`
+	BlockSizeTokens *int         `mapstructure:"blockSizeTokens"`
+}
+
+// Profile declares a custom EPP build profile.
+type Profile struct {
+	Name          string   `mapstructure:"name"`
+	Keys          []string `mapstructure:"keys"`
+	MissingSignal string   `mapstructure:"missingSignal"`
+	ThresholdRule string   `mapstructure:"thresholdRule"`
+}
+
+// Selector picks a target's series.
+type Selector struct {
+	// VLLM: PromQL label matchers of the target's vLLM pods, e.g. `namespace="llm-d",pod=~"qwen-.*"`.
+	VLLM string `mapstructure:"vllm"`
+	// EPP: label matchers of the target's EPP series.
+	EPP string `mapstructure:"epp"`
+}
+
+// Records is an exact decision source: gate records from a file or an HTTP(S) stream.
+type Records struct {
+	File string `mapstructure:"file"`
+	URL  string `mapstructure:"url"`
+}
+
+// Target is one EPP filter instance to tune.
+type Target struct {
+	Name string `mapstructure:"name"`
+	// Where the EPP config lives: a ConfigMap (namespace, configMap, key) or a File.
+	Namespace  string `mapstructure:"namespace"`
+	ConfigMap  string `mapstructure:"configMap"`
+	Key        string `mapstructure:"key"`
+	File       string `mapstructure:"file"`
+	Plugin     string `mapstructure:"plugin"`
+	Deployment string `mapstructure:"deployment"`
+	Profile    string `mapstructure:"profile"`
+	// TTFTSLOMs, when set, is the matchedTokens ceiling.
+	TTFTSLOMs           float64  `mapstructure:"ttftSLOMs"`
+	MaxNumBatchedTokens int      `mapstructure:"maxNumBatchedTokens"`
+	PriorPPT            float64  `mapstructure:"priorPPT"`
+	CalibrationFile     string   `mapstructure:"calibrationFile"`
+	Selector            Selector `mapstructure:"selector"`
+	Records             Records  `mapstructure:"records"`
+	// AllowCalibrationOverride lets the tuner write peakPrefillThroughput over a calibrated value.
+	AllowCalibrationOverride bool `mapstructure:"allowCalibrationOverride"`
+	Policy                   `mapstructure:",squash"`
+}
+
+// Defaults for every knob, applied by Load.
+var defaultPolicy = Policy{
+	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute,
+	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), Deadband: ptr(0.2), MaxStep: ptr(4.0),
+	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), RestartWarmup: 10 * time.Minute,
+	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute},
+	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// DefaultPolicy returns the built-in defaults.
+func DefaultPolicy() Policy { return defaultPolicy }
+
+// Load reads the configuration from v (a file already set with
+// v.SetConfigFile, environment variables and bound flags), rejects unknown
+// keys, fills defaults and validates.
+func Load(v *viper.Viper) (*Config, error) {
+	for _, k := range envKeys {
+		if err := v.BindEnv(k); err != nil {
+			return nil, err
+		}
+	}
+	if v.ConfigFileUsed() != "" {
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", v.ConfigFileUsed(), err)
+		}
+	}
+	var c Config
+	if err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","))
+	}); err != nil {
+		return nil, fmt.Errorf("config %s: %w", orStdin(v.ConfigFileUsed()), oneLine(err))
+	}
+	if err := c.complete(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", orStdin(v.ConfigFileUsed()), err)
+	}
+	return &c, nil
+}
+
+// envKeys are the scalar keys GATETUNER_* environment variables may set
+// (GATETUNER_PROMETHEUS_URL for prometheus.url, and so on).
+var envKeys = []string{"prometheus.url", "prometheus.bearerTokenFile", "prometheus.caFile", "prometheus.timeout",
+	"prometheus.insecureSkipVerify", "kubernetes.kubeconfig", "server.address", "leaderElection.enabled",
+	"leaderElection.namespace", "leaderElection.name", "defaults.mode", "defaults.schedule", "defaults.lookback"}
+
+func orStdin(s string) string {
+	if s == "" {
+		return "(environment/flags)"
+	}
+	return s
+}
+
+func oneLine(err error) error {
+	return errors.New(strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " "))
+}
+
+// complete fills defaults and validates.
+func (c *Config) complete() error {
+	if c.Prometheus.Timeout == 0 {
+		c.Prometheus.Timeout = 30 * time.Second
+	}
+	if c.Prometheus.ScrapeInterval == 0 {
+		c.Prometheus.ScrapeInterval = 15 * time.Second
+	}
+	if c.Server.Address == "" {
+		c.Server.Address = ":9100"
+	}
+	le := &c.LeaderElection
+	if le.Name == "" {
+		le.Name = "gatetuner"
+	}
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = 15 * time.Second
+	}
+	if le.RenewDeadline == 0 {
+		le.RenewDeadline = 10 * time.Second
+	}
+	if le.RetryPeriod == 0 {
+		le.RetryPeriod = 2 * time.Second
+	}
+	if le.Enabled && le.Namespace == "" {
+		if ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			le.Namespace = strings.TrimSpace(string(ns))
+		} else {
+			return fmt.Errorf("leaderElection.namespace is required outside a cluster")
+		}
+	}
+	if u := c.Prometheus.URL; u != "" && u != "embedded" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("prometheus.url: want http(s)://host[:port] or embedded, got %q", u)
+		}
+	}
+	c.Defaults = merge(c.Defaults, defaultPolicy)
+	if err := c.Defaults.validate("defaults"); err != nil {
+		return err
+	}
+	seenProfile := map[string]bool{}
+	for i, p := range c.Profiles {
+		if _, err := gate.NewProfile(p.Name, p.Keys, p.MissingSignal, p.ThresholdRule); err != nil {
+			return fmt.Errorf("profiles[%d]: %w", i, err)
+		}
+		if _, err := gate.LookupProfile(p.Name); err == nil || seenProfile[p.Name] {
+			return fmt.Errorf("profiles[%d]: name %q is already taken", i, p.Name)
+		}
+		seenProfile[p.Name] = true
+	}
+	if len(c.Targets) == 0 {
+		return fmt.Errorf("targets: at least one target is required")
+	}
+	names := map[string]bool{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		where := fmt.Sprintf("targets[%d]", i)
+		if t.Name != "" {
+			where = fmt.Sprintf("targets[%d] (%s)", i, t.Name)
+		}
+		if err := c.completeTarget(t); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if names[t.Name] {
+			return fmt.Errorf("%s: name %q is used twice", where, t.Name)
+		}
+		names[t.Name] = true
+	}
+	return nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+func (c *Config) completeTarget(t *Target) error {
+	t.Policy = merge(t.Policy, c.Defaults)
+	if t.Name == "" {
+		return fmt.Errorf("name is required")
+	}
+	switch {
+	case t.File != "" && t.ConfigMap != "":
+		return fmt.Errorf("set either file or configMap, not both")
+	case t.File == "" && t.ConfigMap == "":
+		return fmt.Errorf("configMap (with namespace) or file is required")
+	case t.ConfigMap != "":
+		if !dnsLabel.MatchString(t.ConfigMap) {
+			return fmt.Errorf("configMap: %q is not a valid name", t.ConfigMap)
+		}
+		if t.Namespace == "" || !dnsLabel.MatchString(t.Namespace) {
+			return fmt.Errorf("namespace: %q is not a valid namespace", t.Namespace)
+		}
+	}
+	if t.Mode == ModeRollout && t.Deployment == "" {
+		return fmt.Errorf("mode rollout needs deployment (the EPP Deployment to restart)")
+	}
+	if t.Mode == ModeRollout && t.File != "" {
+		return fmt.Errorf("mode rollout needs a configMap target; a file target supports off and configmap")
+	}
+	if _, err := c.ResolveProfile(t.Profile); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if t.TTFTSLOMs < 0 || t.PriorPPT < 0 || t.MaxNumBatchedTokens < 0 {
+		return fmt.Errorf("ttftSLOMs, priorPPT and maxNumBatchedTokens must be ≥ 0")
+	}
+	if t.DecisionSource == SourceRecords && t.Records.File == "" && t.Records.URL == "" {
+		return fmt.Errorf("decisionSource records needs records.file or records.url")
+	}
+	if t.Selector.VLLM == "" {
+		if t.Namespace == "" {
+			return fmt.Errorf("selector.vllm is required (PromQL label matchers of the vLLM pods)")
+		}
+		t.Selector.VLLM = fmt.Sprintf(`namespace=%q`, t.Namespace)
+	}
+	if t.Selector.EPP == "" {
+		t.Selector.EPP = t.Selector.VLLM
+	}
+	return t.Policy.validate("")
+}
+
+// ResolveProfile returns a built-in or a declared custom profile ("" = default).
+func (c *Config) ResolveProfile(name string) (gate.Profile, error) {
+	for _, p := range c.Profiles {
+		if p.Name == name {
+			return gate.NewProfile(p.Name, p.Keys, p.MissingSignal, p.ThresholdRule)
+		}
+	}
+	return gate.LookupProfile(name)
+}
+
+// merge fills p's unset fields from def.
+func merge(p, def Policy) Policy {
+	if p.Mode == "" {
+		p.Mode = def.Mode
+	}
+	if p.Schedule == "" {
+		p.Schedule = def.Schedule
+	}
+	if p.Lookback == 0 {
+		p.Lookback = def.Lookback
+	}
+	if p.SaturationWindow == 0 {
+		p.SaturationWindow = def.SaturationWindow
+	}
+	if p.DecisionSource == "" {
+		p.DecisionSource = def.DecisionSource
+	}
+	if p.MinConfidence == nil {
+		p.MinConfidence = def.MinConfidence
+	}
+	if p.GainRatio == nil {
+		p.GainRatio = def.GainRatio
+	}
+	if p.Deadband == nil {
+		p.Deadband = def.Deadband
+	}
+	if p.MaxStep == nil {
+		p.MaxStep = def.MaxStep
+	}
+	if p.Cooldown == 0 {
+		p.Cooldown = def.Cooldown
+	}
+	if p.DailyBudget == nil {
+		p.DailyBudget = def.DailyBudget
+	}
+	if p.ApplyWindow == nil {
+		p.ApplyWindow = def.ApplyWindow
+	}
+	if p.RestartWarmup == 0 {
+		p.RestartWarmup = def.RestartWarmup
+	}
+	if p.Verification.Window == 0 {
+		p.Verification.Window = def.Verification.Window
+	}
+	if p.Verification.TTFTMargin == 0 {
+		p.Verification.TTFTMargin = def.Verification.TTFTMargin
+	}
+	if p.Verification.RolloutTimeout == 0 {
+		p.Verification.RolloutTimeout = def.Verification.RolloutTimeout
+	}
+	if p.MinDecisions == nil {
+		p.MinDecisions = def.MinDecisions
+	}
+	if p.BlockSizeTokens == nil {
+		p.BlockSizeTokens = def.BlockSizeTokens
+	}
+	return p
+}
+
+// CronParser parses the schedules of the config (5 fields, or descriptors like @every 5m).
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a cron expression as the config does.
+func ParseSchedule(s string) (cron.Schedule, error) { return cronParser.Parse(s) }
+
+func (p *Policy) validate(prefix string) error {
+	key := func(k string) string {
+		if prefix == "" {
+			return k
+		}
+		return prefix + "." + k
+	}
+	switch p.Mode {
+	case ModeOff, ModeConfigMap, ModeRollout:
+	default:
+		return fmt.Errorf("%s: want off, configmap or rollout, got %q", key("mode"), p.Mode)
+	}
+	if _, err := ParseSchedule(p.Schedule); err != nil {
+		return fmt.Errorf("%s: %q: %v", key("schedule"), p.Schedule, err)
+	}
+	switch p.DecisionSource {
+	case SourceModel, SourceRecords:
+	default:
+		return fmt.Errorf("%s: want prometheus-model or records, got %q", key("decisionSource"), p.DecisionSource)
+	}
+	if *p.MinConfidence < 0 || *p.MinConfidence > 1 {
+		return fmt.Errorf("%s: want a value in [0,1], got %v", key("minConfidence"), *p.MinConfidence)
+	}
+	if *p.GainRatio <= 0 || *p.GainRatio > 1 {
+		return fmt.Errorf("%s: want a value in (0,1], got %v", key("gainRatio"), *p.GainRatio)
+	}
+	if *p.Deadband < 0 || *p.Deadband >= 1 {
+		return fmt.Errorf("%s: want a value in [0,1), got %v", key("deadband"), *p.Deadband)
+	}
+	if *p.MaxStep < 1 {
+		return fmt.Errorf("%s: want ≥ 1, got %v", key("maxStep"), *p.MaxStep)
+	}
+	if *p.DailyBudget < 0 {
+		return fmt.Errorf("%s: want ≥ 0, got %d", key("dailyBudget"), *p.DailyBudget)
+	}
+	if p.Lookback < p.SaturationWindow*4 {
+		return fmt.Errorf("%s: %v is shorter than 4 saturation windows (%v)", key("lookback"), p.Lookback, p.SaturationWindow)
+	}
+	if w := p.ApplyWindow; w != nil {
+		if _, err := ParseSchedule(w.Schedule); err != nil {
+			return fmt.Errorf("%s: %q: %v", key("applyWindow.schedule"), w.Schedule, err)
+		}
+		if w.Duration <= 0 {
+			return fmt.Errorf("%s: want a positive duration", key("applyWindow.duration"))
+		}
+	}
+	if p.Verification.TTFTMargin < 0 {
+		return fmt.Errorf("%s: want ≥ 0", key("verification.ttftMargin"))
+	}
+	if *p.BlockSizeTokens <= 0 {
+		return fmt.Errorf("%s: want > 0", key("blockSizeTokens"))
+	}
+	return nil
+}

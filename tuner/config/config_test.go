@@ -1,0 +1,94 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+func load(t *testing.T, yaml string, env map[string]string) (*Config, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "gatetuner.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for k, val := range env {
+		t.Setenv(k, val)
+	}
+	v := viper.New()
+	v.SetEnvPrefix("GATETUNER")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	v.SetConfigFile(p)
+	return Load(v)
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	data, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := load(t, string(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Targets) != 2 {
+		t.Fatalf("targets = %d", len(c.Targets))
+	}
+	q := c.Targets[0]
+	if q.Mode != ModeRollout || *q.MinConfidence != 0.7 || q.Cooldown != 6*time.Hour || *q.DailyBudget != 2 || q.ApplyWindow == nil || q.ApplyWindow.Duration != 4*time.Hour {
+		t.Fatalf("target inherits defaults wrongly: %+v", q.Policy)
+	}
+	if g := c.Targets[1]; g.Mode != ModeOff || g.Profile != "fork-2026-10" || g.Lookback != 3*time.Hour {
+		t.Fatalf("second target: %+v", g)
+	}
+	if p, err := c.ResolveProfile("fork-2026-10"); err != nil || !p.Accepts(8) {
+		t.Fatalf("custom profile: %+v %v", p, err)
+	}
+}
+
+func TestEnvironmentOverridesScalars(t *testing.T) {
+	c, err := load(t, "targets:\n- name: a\n  file: /tmp/epp.yaml\n  selector: {vllm: 'pod=~\"a.*\"'}\n",
+		map[string]string{"GATETUNER_PROMETHEUS_URL": "http://prom:9090", "GATETUNER_DEFAULTS_MODE": "configmap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Prometheus.URL != "http://prom:9090" || c.Targets[0].Mode != ModeConfigMap {
+		t.Fatalf("env not applied: %+v %+v", c.Prometheus, c.Targets[0].Policy)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	tgt := "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n"
+	tests := []struct{ name, yaml, want string }{
+		{"unknown key", "prometheus:\n  urll: x\n" + tgt, "urll"},
+		{"no targets", "prometheus:\n  url: http://p:9090\n", "at least one target"},
+		{"bad url", "prometheus:\n  url: prom:9090\n" + tgt, "prometheus.url"},
+		{"bad mode", tgt + "  mode: auto\n", "mode"},
+		{"bad schedule", tgt + "  schedule: every minute\n", "schedule"},
+		{"rollout without deployment", tgt + "  mode: rollout\n", "deployment"},
+		{"unknown profile", tgt + "  profile: router-1999\n", "router-1999"},
+		{"duplicate names", tgt + "- name: a\n  namespace: llm-d\n  configMap: epp2\n", "used twice"},
+		{"file and configmap", tgt + "  file: /x\n", "not both"},
+		{"bad confidence", tgt + "  minConfidence: 2\n", "minConfidence"},
+		{"window without duration", tgt + "  applyWindow: {schedule: '0 2 * * *'}\n", "applyWindow.duration"},
+		{"records without a source", tgt + "  decisionSource: records\n", "records.file"},
+		{"short lookback", tgt + "  lookback: 1m\n", "lookback"},
+		{"bad custom profile", "profiles:\n- name: p\n  keys: [base, nope]\n" + tgt, "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+		})
+	}
+}
