@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/estimator/prom"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+)
+
+func init() { commands = append(commands, newEstimateCmd) }
+
+type estimateOpts struct {
+	prometheus                                             string
+	target, namespace, podRegex, vllmSelector, eppSelector string
+	lookback, window, snapshotStep                         time.Duration
+	maxBatched, maxSeqs                                    int
+	minPodCoverage                                         float64
+	priorPPT                                               float64
+	calibrationFile, calibrationFingerprint                string
+	bearerTokenFile, caFile, certFile, keyFile, serverName string
+	insecure                                               bool
+	headers                                                []string
+	queryTimeout, timeout                                  time.Duration
+	output, at                                             string
+	scenario                                               string
+	seed                                                   uint64
+	legacyVLLM                                             bool
+	scrape, scrapeEPP                                      []string
+	scrapeDuration, scrapeInterval                         time.Duration
+}
+
+func newEstimateCmd(a *app) *cobra.Command {
+	var o estimateOpts
+	cmd := &cobra.Command{
+		Use:   "estimate --prometheus URL|embedded [flags]",
+		Short: "Estimate a deployment's drain rate, nominal throughput and token distributions from Prometheus",
+		Long: `estimate reads a deployment's vLLM and EPP series from Prometheus and prints what
+the estimator makes of them: the saturated drain rate (what peakPrefillThroughput should
+be) with its interval and confidence, the per-request lower bound, the step-rate
+cross-check, the nominal full-chunk rate, prompt and cached-token quantiles, request
+rate, in-flight snapshots and routing shares — each with its source, and with
+machine-readable reasons when it is Inconclusive (docs/estimator.md).
+
+--prometheus embedded runs an in-process Prometheus filled either by the fleet
+simulator (--scenario NAME|FILE [--seed N]) or by scraping --scrape host:port,...
+(vLLM pods) and --scrape-epp host:port,... for --scrape-duration.
+
+Exit codes: 0 estimates printed (Inconclusive ones included), 1 a failure while
+filling the embedded Prometheus, 2 a usage or configuration error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runEstimate(cmd.Context(), a, &o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus-compatible API base URL, or \"embedded\"")
+	f.StringVar(&o.target, "target", "", "target (deployment) name (default: the scenario's, else \"default\")")
+	f.StringVar(&o.namespace, "namespace", "", "namespace label of the vLLM and EPP series")
+	f.StringVar(&o.podRegex, "pod-regex", "", "regex the vLLM pods' pod label must match")
+	f.StringVar(&o.vllmSelector, "vllm-selector", "", "PromQL label matchers (no braces) selecting the vLLM series; exclusive with --pod-regex")
+	f.StringVar(&o.eppSelector, "epp-selector", "", "PromQL label matchers (no braces) selecting the EPP series")
+	f.DurationVar(&o.lookback, "lookback", estimator.DefaultLookback, "how far back to read evidence")
+	f.DurationVar(&o.window, "window", estimator.DefaultWindow, "saturation window (>= 4 scrape intervals, >= 10x the p99 prefill time)")
+	f.DurationVar(&o.snapshotStep, "snapshot-step", estimator.DefaultSnapshotStep, "spacing of in-flight snapshots")
+	f.IntVar(&o.maxBatched, "max-num-batched-tokens", 0, "vLLM --max-num-batched-tokens (enables the step rate and the nominal estimate)")
+	f.IntVar(&o.maxSeqs, "max-num-seqs", 0, "vLLM --max-num-seqs (enables the running-set condition of the saturation rule)")
+	f.Float64Var(&o.minPodCoverage, "min-pod-coverage", estimator.DefaultMinPodCoverage, "share of expected pods that must have every required series")
+	f.Float64Var(&o.priorPPT, "prior-ppt", 0, "prior drain rate (tok/s) reported, labelled, until live evidence suffices")
+	f.StringVar(&o.calibrationFile, "calibration-file", "", "llm-d calibration record used as the prior; exclusive with --prior-ppt")
+	f.StringVar(&o.calibrationFingerprint, "calibration-fingerprint", "", "deployment fingerprint the calibration record must carry")
+	f.StringVar(&o.bearerTokenFile, "bearer-token-file", "", "file holding a bearer token (re-read when it changes)")
+	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle for an https Prometheus")
+	f.StringVar(&o.certFile, "cert-file", "", "PEM client certificate")
+	f.StringVar(&o.keyFile, "key-file", "", "PEM client key")
+	f.StringVar(&o.serverName, "server-name", "", "server name checked against the certificate")
+	f.BoolVar(&o.insecure, "insecure-skip-verify", false, "do not verify the server certificate")
+	f.StringArrayVar(&o.headers, "header", nil, "HTTP header K=V sent with every query (repeatable), e.g. X-Scope-OrgID=tenant")
+	f.DurationVar(&o.queryTimeout, "query-timeout", prom.DefaultHTTPTimeout, "timeout of one query, retries included")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "timeout of the whole estimation")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&o.at, "at", "", "evaluation time, RFC 3339 (default: now; with --scenario, 7 s after its end)")
+	f.StringVar(&o.scenario, "scenario", "", "embedded: fill from this fleet-simulator scenario (built-in name or YAML file)")
+	f.Uint64Var(&o.seed, "seed", 1, "embedded: simulator seed")
+	f.BoolVar(&o.legacyVLLM, "legacy-vllm", false, "embedded: emulate vLLM before 2026 (no by-source or cached prompt-token counters)")
+	f.StringSliceVar(&o.scrape, "scrape", nil, "embedded: vLLM host:port addresses to scrape")
+	f.StringSliceVar(&o.scrapeEPP, "scrape-epp", nil, "embedded: EPP host:port addresses to scrape")
+	f.DurationVar(&o.scrapeDuration, "scrape-duration", 5*time.Minute, "embedded: how long to scrape before estimating")
+	f.DurationVar(&o.scrapeInterval, "scrape-interval", 15*time.Second, "embedded: scrape interval")
+	return cmd
+}
+
+// estimateSetup is what the flags resolve to before any query.
+type estimateSetup struct {
+	target estimator.Target
+	cfg    estimator.Config
+	at     time.Time
+	sc     *fleetsim.Scenario
+}
+
+func (o *estimateOpts) setup() (*estimateSetup, error) {
+	switch {
+	case o.prometheus == "":
+		return nil, usageErr("--prometheus is required (a URL, or embedded)")
+	case o.output != "text" && o.output != "json":
+		return nil, usageErr("--output must be text or json, got %q", o.output)
+	case o.podRegex != "" && o.vllmSelector != "":
+		return nil, usageErr("--pod-regex and --vllm-selector are exclusive")
+	case o.priorPPT != 0 && o.calibrationFile != "":
+		return nil, usageErr("--prior-ppt and --calibration-file are exclusive")
+	case o.priorPPT < 0:
+		return nil, usageErr("--prior-ppt must be > 0, got %v", o.priorPPT)
+	case o.maxBatched < 0 || o.maxSeqs < 0:
+		return nil, usageErr("--max-num-batched-tokens and --max-num-seqs must be >= 0")
+	case o.timeout <= 0 || o.queryTimeout <= 0:
+		return nil, usageErr("--timeout and --query-timeout must be > 0")
+	}
+	embedded := o.prometheus == "embedded"
+	sources := 0
+	if o.scenario != "" {
+		sources++
+	}
+	if len(o.scrape)+len(o.scrapeEPP) > 0 {
+		sources++
+	}
+	switch {
+	case embedded && sources != 1:
+		return nil, usageErr("--prometheus embedded needs exactly one of --scenario or --scrape/--scrape-epp")
+	case !embedded && sources != 0:
+		return nil, usageErr("--scenario and --scrape need --prometheus embedded")
+	}
+	s := &estimateSetup{cfg: estimator.Config{Lookback: o.lookback, Window: o.window, SnapshotStep: o.snapshotStep, MinPodCoverage: o.minPodCoverage}}
+	if o.minPodCoverage <= 0 || o.minPodCoverage > 1 {
+		return nil, usageErr("--min-pod-coverage must be in (0,1], got %v", o.minPodCoverage)
+	}
+	t := estimator.Target{Name: o.target, MaxNumBatchedTokens: o.maxBatched, MaxNumSeqs: o.maxSeqs}
+	ns, podRe, vsel, esel := o.namespace, o.podRegex, o.vllmSelector, o.eppSelector
+	if o.scenario != "" {
+		sc, err := loadScenario(o.scenario)
+		if err != nil {
+			return nil, asUsage(err)
+		}
+		s.sc = sc
+		if t.Name == "" {
+			t.Name = sc.Target
+		}
+		if ns == "" {
+			ns = sc.Namespace
+		}
+		if podRe == "" && vsel == "" {
+			podRe = sc.Pods.NamePrefix + "-[0-9]+"
+		}
+		if esel == "" {
+			esel = fmt.Sprintf("pod=%q", sc.EPP.Pod)
+		}
+		if t.MaxNumBatchedTokens == 0 {
+			t.MaxNumBatchedTokens = sc.Pods.Engine.MaxNumBatchedTokens
+		}
+		if t.MaxNumSeqs == 0 {
+			t.MaxNumSeqs = sc.Pods.Engine.MaxNumSeqs
+		}
+	}
+	if len(o.scrape)+len(o.scrapeEPP) > 0 {
+		if vsel == "" && podRe == "" {
+			vsel = `job="vllm"`
+		}
+		if esel == "" && len(o.scrapeEPP) > 0 {
+			esel = `job="epp"`
+		}
+	}
+	if t.Name == "" {
+		t.Name = "default"
+	}
+	var vparts, eparts []string
+	if ns != "" {
+		vparts = append(vparts, fmt.Sprintf("namespace=%q", ns))
+		if esel != "" {
+			eparts = append(eparts, fmt.Sprintf("namespace=%q", ns))
+		}
+	}
+	if podRe != "" {
+		vparts = append(vparts, fmt.Sprintf("pod=~%q", podRe))
+	}
+	if vsel != "" {
+		vparts = append(vparts, vsel)
+	}
+	if esel != "" {
+		eparts = append(eparts, esel)
+	}
+	t.VLLMSelector, t.EPPSelector = strings.Join(vparts, ","), strings.Join(eparts, ",")
+	if t.VLLMSelector == "" {
+		return nil, usageErr("select the vLLM pods with --namespace, --pod-regex or --vllm-selector")
+	}
+	switch {
+	case o.priorPPT > 0:
+		t.Prior = &estimator.Prior{Value: o.priorPPT, Origin: estimator.PriorConfigured, Detail: "--prior-ppt"}
+	case o.calibrationFile != "":
+		p, err := estimator.LoadCalibrationPrior(o.calibrationFile, o.calibrationFingerprint)
+		if err != nil {
+			return nil, usageErr("--calibration-file: %v", err)
+		}
+		t.Prior = p
+	}
+	if err := t.Validate(); err != nil {
+		return nil, asUsage(err)
+	}
+	s.target = t
+	if o.at != "" {
+		at, err := time.Parse(time.RFC3339Nano, o.at)
+		if err != nil {
+			return nil, usageErr("--at: %v", err)
+		}
+		s.at = at
+	}
+	return s, nil
+}
+
+func loadScenario(name string) (*fleetsim.Scenario, error) {
+	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.ContainsRune(name, os.PathSeparator) {
+		return fleetsim.LoadScenarioFile(name)
+	}
+	return fleetsim.LoadScenario(name)
+}
+
+func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
+	headers := map[string]string{}
+	for _, h := range o.headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usageErr("--header %q: want K=V", h)
+		}
+		headers[strings.TrimSpace(k)] = v
+	}
+	q, err := prom.NewHTTP(prom.HTTPConfig{
+		Address: o.prometheus, BearerTokenFile: o.bearerTokenFile, Headers: headers, Timeout: o.queryTimeout,
+		TLS: prom.TLSConfig{CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, ServerName: o.serverName, InsecureSkipVerify: o.insecure},
+	})
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	return q, nil
+}
+
+func runEstimate(ctx context.Context, a *app, o *estimateOpts) error {
+	s, err := o.setup()
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var q prom.Querier
+	if o.prometheus == "embedded" {
+		emb, err := prom.NewEmbedded(prom.EmbeddedConfig{QueryTimeout: o.queryTimeout, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return fmt.Errorf("embedded prometheus: %w", err)
+		}
+		defer emb.Close()
+		if s.sc != nil {
+			end, err := fillFromScenario(ctx, emb, s.sc, o.seed, o.legacyVLLM)
+			if err != nil {
+				return err
+			}
+			if s.at.IsZero() {
+				s.at = end.Add(7 * time.Second) // off the scrape grid
+			}
+		} else if err := fillByScraping(ctx, a, emb, o); err != nil {
+			return err
+		}
+		q = emb
+	} else {
+		hq, err := o.httpQuerier()
+		if err != nil {
+			return err
+		}
+		defer hq.Close()
+		q = hq
+	}
+	est, err := estimator.New(q, time.Now, s.cfg)
+	if err != nil {
+		return asUsage(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	e, err := est.Estimate(ctx, s.target, s.at)
+	if err != nil {
+		return asUsage(err)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	return writeEstimatesText(a.stdout, e)
+}
+
+// fillFromScenario runs the simulator into the embedded TSDB through its
+// OpenMetrics output; the run ends a minute before now.
+func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, seed uint64, legacy bool) (time.Time, error) {
+	base := time.Now().Add(-sc.Duration() - time.Minute).Truncate(time.Minute)
+	pr, pw := io.Pipe()
+	type result struct {
+		truth *fleetsim.Truth
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tr, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, BaseTime: base, Metrics: pw,
+			MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: legacy}})
+		pw.CloseWithError(err)
+		done <- result{tr, err}
+	}()
+	_, ierr := emb.IngestText(ctx, pr, prom.IngestOptions{Format: prom.FormatOpenMetrics})
+	_ = pr.CloseWithError(errors.New("ingestion ended"))
+	res := <-done
+	if res.err != nil {
+		return time.Time{}, fmt.Errorf("simulate %s: %w", sc.Name, res.err)
+	}
+	if ierr != nil {
+		return time.Time{}, fmt.Errorf("ingest the simulator's metrics: %w", ierr)
+	}
+	return base.Add(time.Duration(res.truth.End * float64(time.Second))), nil
+}
+
+// fillByScraping scrapes the given addresses into the embedded TSDB for
+// the scrape duration. vLLM does not label its series with a pod, so each
+// address becomes the pod label of what it exposes.
+func fillByScraping(ctx context.Context, a *app, emb *prom.Embedded, o *estimateOpts) error {
+	var targets []prom.ScrapeTarget
+	for _, addr := range o.scrape {
+		targets = append(targets, prom.ScrapeTarget{Job: "vllm", Addrs: []string{addr}, Labels: map[string]string{"pod": addr}})
+	}
+	if len(o.scrapeEPP) > 0 {
+		targets = append(targets, prom.ScrapeTarget{Job: "epp", Addrs: o.scrapeEPP})
+	}
+	sc, err := emb.StartScraper(ctx, prom.ScrapeConfig{Targets: targets, Interval: o.scrapeInterval})
+	if err != nil {
+		return asUsage(err)
+	}
+	fmt.Fprintf(a.stderr, "scraping %d targets every %v for %v...\n", len(o.scrape)+len(o.scrapeEPP), o.scrapeInterval, o.scrapeDuration)
+	select {
+	case <-time.After(o.scrapeDuration):
+	case <-ctx.Done():
+		sc.Stop()
+		return ctx.Err()
+	}
+	sc.Stop()
+	return nil
+}
+
+func fmtRate(r estimator.RateEstimate) string {
+	if r.Value == nil {
+		s := string(r.Status)
+		if r.LowerBound != nil {
+			s += fmt.Sprintf(" (lower bound %.0f tok/s)", *r.LowerBound)
+		}
+		return s
+	}
+	s := fmt.Sprintf("%.0f tok/s", *r.Value)
+	if r.Interval != nil {
+		s += fmt.Sprintf("  [%.0f, %.0f]", r.Interval.Low, r.Interval.High)
+	}
+	if r.Status == estimator.StatusPrior {
+		s += "  PRIOR"
+	}
+	s += fmt.Sprintf("  confidence %.3f", r.Confidence)
+	if r.Windows > 0 {
+		s += fmt.Sprintf("  %d windows, %d pods", r.Windows, r.Pods)
+	} else if r.Pods > 0 {
+		s += fmt.Sprintf("  %d pods", r.Pods)
+	}
+	return s
+}
+
+func fmtDist(d estimator.Distribution) string {
+	if d.Status != estimator.StatusOK {
+		return string(d.Status)
+	}
+	f := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", *p)
+	}
+	if d.HitRate != nil {
+		return fmt.Sprintf("hit rate %.3f, mean %s (no per-request distribution)", *d.HitRate, f(d.Mean))
+	}
+	return fmt.Sprintf("p50 %s  p90 %s  p99 %s  mean %s  (%.0f requests)", f(d.P50), f(d.P90), f(d.P99), f(d.Mean), d.Count)
+}
+
+func writeEstimatesText(w io.Writer, e *estimator.Estimates) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format+"\n", a...) }
+	p("target %s at %s: %s", e.Target, e.At.UTC().Format(time.RFC3339), strings.ToUpper(string(e.Status)))
+	p("lookback %v, window %v", time.Duration(e.LookbackSeconds*float64(time.Second)), time.Duration(e.WindowSeconds*float64(time.Second)))
+	f := e.Features
+	src := f.ComputedTokens
+	if src == "" {
+		src = "none"
+	}
+	p("computed tokens:\t%s (rank %d of 4)", src, f.ComputedTokensRank)
+	if len(f.Legacy) > 0 {
+		p("older names in use:\t%s", strings.Join(f.Legacy, ", "))
+	}
+	p("pods:\t%d of %d covered", len(e.Coverage.Covered), len(e.Coverage.Expected))
+	p("drain rate (B):\t%s\t%s", fmtRate(e.DrainRate), e.DrainRate.Source)
+	a := e.PerRequestRate
+	if a.Value != nil {
+		p("per-request (A):\t%.0f tok/s, %d pods\ta lower bound: reads low by the prefill concurrency", *a.Value, a.Pods)
+	} else {
+		p("per-request (A):\t%s", a.Status)
+	}
+	p("step rate (C):\t%s\t%s", fmtRate(e.StepRate), e.StepRate.Source)
+	p("nominal:\t%s\t%s", fmtRate(e.Nominal), e.Nominal.Method)
+	p("prompt tokens:\t%s\t%s", fmtDist(e.Prompt), e.Prompt.Source)
+	p("cached tokens:\t%s\t%s", fmtDist(e.Cached), e.Cached.Source)
+	if e.RequestRate.Value != nil {
+		p("request rate:\t%.2f req/s\t%s", *e.RequestRate.Value, e.RequestRate.Source)
+	} else {
+		p("request rate:\t%s", e.RequestRate.Status)
+	}
+	p("in-flight:\t%s, %d snapshots every %vs from replicas %v", e.InFlight.Status, len(e.InFlight.Snapshots), e.InFlight.StepSeconds, e.InFlight.Replicas)
+	if e.Routing.Status == estimator.StatusOK {
+		var parts []string
+		for _, s := range e.Routing.Endpoints {
+			parts = append(parts, fmt.Sprintf("%s %.1f%%", s.Endpoint, 100*s.Share))
+		}
+		p("routing:\t%s", strings.Join(parts, ", "))
+	} else {
+		p("routing:\t%s", e.Routing.Status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, group := range []struct {
+		name string
+		rs   []estimator.Reason
+	}{{"reasons", e.Reasons}, {"warnings", e.Warnings}} {
+		if len(group.rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", group.name)
+		// Parts failing for the same cause share one line.
+		type cause struct {
+			code   estimator.ReasonCode
+			detail string
+		}
+		var order []cause
+		parts := map[cause][]string{}
+		for _, r := range group.rs {
+			c := cause{r.Code, r.Detail}
+			if _, ok := parts[c]; !ok {
+				order = append(order, c)
+			}
+			parts[c] = append(parts[c], r.Part)
+		}
+		for _, c := range order {
+			fmt.Fprintf(w, "  %s: %s", strings.Join(parts[c], ", "), c.code)
+			if c.detail != "" {
+				fmt.Fprintf(w, " — %s", c.detail)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if lg := e.LastGood; lg != nil && lg.DrainRate.Value != nil {
+		fmt.Fprintf(w, "last good: %.0f tok/s at %s (%.0fs ago), aged confidence %.3f\n",
+			*lg.DrainRate.Value, lg.At.UTC().Format(time.RFC3339), lg.AgeSeconds, lg.AgedConfidence)
+	}
+	_, err := fmt.Fprintf(w, "queries: %d (%d failed), at most %d points per series, %.2fs\n",
+		e.Queries.Queries, e.Queries.Failed, e.Queries.MaxPoints, e.Queries.Seconds)
+	return err
+}

@@ -1,0 +1,423 @@
+package estimator
+
+import (
+	"sort"
+	"time"
+)
+
+// Status says whether an estimate is a live measurement, a prior standing in
+// for one, or absent for a named reason.
+type Status string
+
+// Statuses.
+const (
+	// StatusOK: measured from live series.
+	StatusOK Status = "ok"
+	// StatusPrior: live evidence is insufficient and the configured prior
+	// (a calibration record or a configured value) is reported, labelled as such.
+	StatusPrior Status = "prior"
+	// StatusInconclusive: no trustworthy value; Reasons say why.
+	StatusInconclusive Status = "inconclusive"
+)
+
+// ReasonCode is a machine-readable cause of an Inconclusive estimate or of a
+// warning. The set is closed and documented in docs/estimator.md.
+type ReasonCode string
+
+// Reasons that make an estimate Inconclusive.
+const (
+	// ReasonNoSeries: the selector matches no series of a required metric in the lookback.
+	ReasonNoSeries ReasonCode = "no-series"
+	// ReasonStaleSeries: series exist in the lookback but none (or not the required
+	// ones) has a sample within StaleAfter of the evaluation time.
+	ReasonStaleSeries ReasonCode = "stale-series"
+	// ReasonNonFinite: a NaN or ±Inf value where a number is needed.
+	ReasonNonFinite ReasonCode = "non-finite"
+	// ReasonCounterReset: a counter reset inside the evidence; the affected windows
+	// were dropped and what is left does not suffice.
+	ReasonCounterReset ReasonCode = "counter-reset"
+	// ReasonPartialPodCoverage: fewer than MinPodCoverage of the expected pods
+	// have every required series, fresh.
+	ReasonPartialPodCoverage ReasonCode = "partial-pod-coverage"
+	// ReasonNoComputedTokenSource: none of the computed-token sources exists.
+	ReasonNoComputedTokenSource ReasonCode = "no-computed-token-source"
+	// ReasonNoSaturatedWindows: no window in the lookback met the saturation rule.
+	ReasonNoSaturatedWindows ReasonCode = "no-saturated-windows"
+	// ReasonTooFewSaturatedWindows: fewer than MinSaturatedWindows windows met it.
+	ReasonTooFewSaturatedWindows ReasonCode = "too-few-saturated-windows"
+	// ReasonNoRequests: the histogram or counter did not move in the lookback.
+	ReasonNoRequests ReasonCode = "no-requests"
+	// ReasonMaxNumBatchedTokensUnknown: the step rate and the nominal estimate
+	// need the target's max_num_batched_tokens, which no metric exposes.
+	ReasonMaxNumBatchedTokensUnknown ReasonCode = "max-num-batched-tokens-unknown"
+	// ReasonNoStepMetrics: neither vllm:iteration_tokens_total nor an
+	// inter-token-latency histogram exists, so the step time is unknown.
+	ReasonNoStepMetrics ReasonCode = "no-step-metrics"
+	// ReasonPrometheusUnavailable: Prometheus could not be reached (network, 5xx, 429).
+	ReasonPrometheusUnavailable ReasonCode = "prometheus-unavailable"
+	// ReasonPrometheusTimeout: a query timed out.
+	ReasonPrometheusTimeout ReasonCode = "prometheus-timeout"
+	// ReasonBadQuery: Prometheus refused to evaluate a query (parse or execution error).
+	ReasonBadQuery ReasonCode = "bad-query"
+	// ReasonPrometheusRejected: Prometheus refused the request itself (401, 403, 404, ...).
+	ReasonPrometheusRejected ReasonCode = "prometheus-rejected"
+	// ReasonBadResponse: the answer was not a valid Prometheus API response.
+	ReasonBadResponse ReasonCode = "bad-response"
+	// ReasonCanceled: the caller canceled the estimation.
+	ReasonCanceled ReasonCode = "canceled"
+)
+
+// Reasons that are only warnings: the estimate stands, with a caveat.
+const (
+	// ReasonKVUsageUnknown: no KV-usage gauge, so the saturation rule skips its KV condition.
+	ReasonKVUsageUnknown ReasonCode = "kv-usage-unknown"
+	// ReasonPreemptionsUnknown: no preemption counter, so the rule skips its preemption condition.
+	ReasonPreemptionsUnknown ReasonCode = "preemptions-unknown"
+	// ReasonMaxNumSeqsUnknown: max_num_seqs not configured, so the rule skips its running-set condition.
+	ReasonMaxNumSeqsUnknown ReasonCode = "max-num-seqs-unknown"
+	// ReasonWindowShort: the window is shorter than 10× the p99 prefill time.
+	ReasonWindowShort ReasonCode = "window-short-for-prefill"
+	// ReasonStepRateDisagrees: the step rate C differs from the drain rate B by more than 15 %.
+	ReasonStepRateDisagrees ReasonCode = "step-rate-disagrees"
+	// ReasonTopBucket: a reported quantile lies in the histogram's +Inf bucket;
+	// its upper edge is inferred.
+	ReasonTopBucket ReasonCode = "quantile-in-top-bucket"
+	// ReasonPriorInUse: the drain rate reported is the prior, not a measurement.
+	ReasonPriorInUse ReasonCode = "prior-in-use"
+	// ReasonPodsExcluded: some pods' evidence was left out (missing or stale
+	// series) while coverage stayed above MinPodCoverage.
+	ReasonPodsExcluded ReasonCode = "pods-excluded"
+	// ReasonWindowsDropped: windows that met the rule were dropped for a counter
+	// reset or a non-finite value.
+	ReasonWindowsDropped ReasonCode = "windows-dropped"
+	// ReasonNominalFromStepTime: the step-cost fit was not possible; the
+	// nominal estimate is B × steps/s on saturated windows.
+	ReasonNominalFromStepTime ReasonCode = "nominal-from-step-time"
+	// ReasonSnapshotsSkipped: in-flight snapshots skipped because every EPP
+	// replica's sample was stale at that time.
+	ReasonSnapshotsSkipped ReasonCode = "snapshots-skipped"
+)
+
+// Reason is one cause with the part of the estimate it concerns.
+type Reason struct {
+	Code ReasonCode `json:"code"`
+	// Part names the estimate: "drainRate", "perRequestRate", "stepRate",
+	// "nominal", "promptTokens", "cachedTokens", "requestRate", "inFlight",
+	// "routing", "coverage" or "features".
+	Part   string `json:"part"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Interval is a two-sided interval around a value.
+type Interval struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+}
+
+// PodRate is one pod's (EPP endpoint's) rate, the sum over its data-parallel engines.
+type PodRate struct {
+	Pod     string  `json:"pod"`
+	Value   float64 `json:"value"`
+	Windows int     `json:"windows"`
+	Engines int     `json:"engines"`
+}
+
+// RateEstimate is a throughput in tokens per second.
+type RateEstimate struct {
+	Status Status `json:"status"`
+	// Value is the estimate; null when Inconclusive.
+	Value *float64 `json:"value"`
+	// Interval is a 90 % interval around Value (see docs/estimator.md).
+	Interval *Interval `json:"interval,omitempty"`
+	// Confidence in [0,1] by the documented formula; 0 when Inconclusive.
+	Confidence float64 `json:"confidence"`
+	// Method names the estimator: "saturated-windows" (B), "per-request" (A),
+	// "step-rate" (C), "step-time" (nominal), or "prior".
+	Method string `json:"method"`
+	// Source is the metric expression the value came from, or the prior's origin.
+	Source string `json:"source,omitempty"`
+	// Prior is true when Value is the prior, not a measurement.
+	Prior bool `json:"prior"`
+	// LowerBound, when set, is a value the true rate is not below (A when B is
+	// Inconclusive).
+	LowerBound *float64 `json:"lowerBound,omitempty"`
+	// Windows counts the saturated windows used (all pods).
+	Windows int `json:"windows"`
+	// Pods counts the pods that contributed.
+	Pods int `json:"pods"`
+	// NewestWindowEnd is the end of the most recent window used.
+	NewestWindowEnd *time.Time `json:"newestWindowEnd,omitempty"`
+	PerPod          []PodRate  `json:"perPod,omitempty"`
+	Reasons         []Reason   `json:"reasons,omitempty"`
+}
+
+// Bucket is one histogram bucket's increase over the lookback.
+type Bucket struct {
+	Lower float64 `json:"lower"`
+	// Upper is the bucket's upper bound; for the +Inf bucket it is the
+	// inferred edge (see Distribution.TopBucketInferred).
+	Upper float64 `json:"upper"`
+	Count float64 `json:"count"`
+}
+
+// Distribution is a per-request token distribution over the lookback.
+type Distribution struct {
+	Status Status `json:"status"`
+	// Source is the histogram (or counter) it was computed from.
+	Source string `json:"source,omitempty"`
+	// Count is the number of requests observed in the lookback.
+	Count float64  `json:"count"`
+	Mean  *float64 `json:"mean"`
+	P50   *float64 `json:"p50"`
+	P90   *float64 `json:"p90"`
+	P99   *float64 `json:"p99"`
+	// Buckets are non-cumulative counts in ascending order, usable for
+	// drawing samples (Distribution.Quantile with a uniform draw).
+	Buckets []Bucket `json:"buckets,omitempty"`
+	// TopBucketInferred is true when the last bucket's upper edge is inferred
+	// (Prometheus' +Inf bucket).
+	TopBucketInferred bool `json:"topBucketInferred,omitempty"`
+	// HitRate is cached over prompt tokens, when the source is a pair of
+	// counters rather than a histogram (then only Mean is given).
+	HitRate *float64 `json:"hitRate,omitempty"`
+	Reasons []Reason `json:"reasons,omitempty"`
+}
+
+// Scalar is a single measured value.
+type Scalar struct {
+	Status  Status   `json:"status"`
+	Value   *float64 `json:"value"`
+	Source  string   `json:"source,omitempty"`
+	Reasons []Reason `json:"reasons,omitempty"`
+}
+
+// EndpointLoad is one endpoint's in-flight load in a snapshot.
+type EndpointLoad struct {
+	Endpoint string  `json:"endpoint"`
+	Tokens   float64 `json:"tokens"`
+	// Requests is null when llm_d_epp_inflight_requests is absent.
+	Requests *float64 `json:"requests"`
+}
+
+// Snapshot is the EPP's in-flight view at one time, from one EPP replica.
+type Snapshot struct {
+	Time time.Time `json:"time"`
+	// Replica identifies the EPP replica the values came from.
+	Replica   string         `json:"replica"`
+	Endpoints []EndpointLoad `json:"endpoints"`
+}
+
+// InFlight holds in-flight snapshots over the lookback for the shadow's
+// Prometheus model.
+type InFlight struct {
+	Status      Status  `json:"status"`
+	Source      string  `json:"source,omitempty"`
+	StepSeconds float64 `json:"stepSeconds"`
+	// ReplicaRule says how one EPP replica was chosen per snapshot.
+	ReplicaRule string     `json:"replicaRule"`
+	Replicas    []string   `json:"replicas,omitempty"`
+	Snapshots   []Snapshot `json:"snapshots"`
+	Reasons     []Reason   `json:"reasons,omitempty"`
+}
+
+// EndpointShare is one endpoint's share of the EPP's routing.
+type EndpointShare struct {
+	Endpoint string  `json:"endpoint"`
+	Attempts float64 `json:"attempts"`
+	Share    float64 `json:"share"`
+}
+
+// Routing is the EPP's routing share per endpoint over the lookback.
+type Routing struct {
+	Status    Status          `json:"status"`
+	Source    string          `json:"source,omitempty"`
+	Endpoints []EndpointShare `json:"endpoints"`
+	Reasons   []Reason        `json:"reasons,omitempty"`
+}
+
+// Features reports which metric names exist for the target and which one
+// each estimate uses.
+type Features struct {
+	// ComputedTokens names the computed-token source in use (see
+	// docs/estimator.md), "" when none exists.
+	ComputedTokens string `json:"computedTokens"`
+	// ComputedTokensRank is its position in the reference order (1 = newest).
+	ComputedTokensRank int    `json:"computedTokensRank"`
+	KVUsage            string `json:"kvUsage,omitempty"`
+	InterTokenLatency  string `json:"interTokenLatency,omitempty"`
+	StepCount          string `json:"stepCount,omitempty"`
+	Preemptions        string `json:"preemptions,omitempty"`
+	Running            string `json:"running,omitempty"`
+	PrefillTime        string `json:"prefillTime,omitempty"`
+	PromptHistogram    string `json:"promptHistogram,omitempty"`
+	CachedTokens       string `json:"cachedTokens,omitempty"`
+	InFlightTokens     string `json:"inFlightTokens,omitempty"`
+	InFlightRequests   string `json:"inFlightRequests,omitempty"`
+	Routing            string `json:"routing,omitempty"`
+	// Legacy lists the deprecated names in use (e.g. vllm:gpu_cache_usage_perc).
+	Legacy []string `json:"legacy,omitempty"`
+	// Present lists every probed name seen in the lookback.
+	Present []string `json:"present"`
+}
+
+// Coverage is which pods the estimate expected and which it could use.
+type Coverage struct {
+	// Expected: pods with vLLM series at the evaluation time, plus EPP
+	// endpoints routed to in the last window.
+	Expected []string `json:"expected"`
+	// Covered: expected pods with every required series, fresh.
+	Covered []string `json:"covered"`
+	// Missing: expected pods lacking a required series (detail in Reasons).
+	Missing []string `json:"missing,omitempty"`
+	// Stale: expected pods whose newest sample is older than StaleAfter.
+	Stale    []string `json:"stale,omitempty"`
+	Fraction float64  `json:"fraction"`
+}
+
+// QueryStats count the PromQL queries of one estimation.
+type QueryStats struct {
+	Queries int `json:"queries"`
+	Failed  int `json:"failed"`
+	// MaxPoints is the largest number of points per series any range query asked for.
+	MaxPoints int     `json:"maxPoints"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// LastGood is the most recent conclusive estimate, aged.
+type LastGood struct {
+	At         time.Time `json:"at"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	// DrainRate is the estimate as it was, with its confidence aged by the
+	// freshness half-life: confidence × 2^(−age/half-life).
+	DrainRate      RateEstimate `json:"drainRate"`
+	Nominal        RateEstimate `json:"nominal"`
+	Prompt         Distribution `json:"promptTokens"`
+	Cached         Distribution `json:"cachedTokens"`
+	AgedConfidence float64      `json:"agedConfidence"`
+}
+
+// Estimates are everything the estimator learned about one target at one time.
+type Estimates struct {
+	Target          string    `json:"target"`
+	At              time.Time `json:"at"`
+	LookbackSeconds float64   `json:"lookbackSeconds"`
+	WindowSeconds   float64   `json:"windowSeconds"`
+	// Status is ok when the drain rate and the prompt distribution are
+	// measured, prior when the drain rate is the prior, else inconclusive.
+	Status Status `json:"status"`
+	// Reasons are every part's inconclusive reasons; Warnings the caveats.
+	Reasons  []Reason `json:"reasons"`
+	Warnings []Reason `json:"warnings"`
+	Features Features `json:"features"`
+	Coverage Coverage `json:"coverage"`
+	// DrainRate is B, the answer for peakPrefillThroughput.
+	DrainRate RateEstimate `json:"drainRate"`
+	// PerRequestRate is A, a lower bound (reads low by the prefill concurrency).
+	PerRequestRate RateEstimate `json:"perRequestRate"`
+	// StepRate is C, a cross-check of B from the step count.
+	StepRate RateEstimate `json:"stepRate"`
+	// Nominal is the idle full-chunk rate estimated from the step time.
+	Nominal     RateEstimate `json:"nominal"`
+	Prompt      Distribution `json:"promptTokens"`
+	Cached      Distribution `json:"cachedTokens"`
+	RequestRate Scalar       `json:"requestRate"`
+	InFlight    InFlight     `json:"inFlight"`
+	Routing     Routing      `json:"routing"`
+	LastGood    *LastGood    `json:"lastGood,omitempty"`
+	Queries     QueryStats   `json:"queries"`
+}
+
+// Inconclusive reports whether the estimates must not be acted on.
+func (e *Estimates) Inconclusive() bool { return e.Status == StatusInconclusive }
+
+// HasReason reports whether any part is inconclusive for code.
+func (e *Estimates) HasReason(code ReasonCode) bool {
+	for _, r := range e.Reasons {
+		if r.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// HasWarning reports whether any part carries the warning code.
+func (e *Estimates) HasWarning(code ReasonCode) bool {
+	for _, r := range e.Warnings {
+		if r.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// fatal reports whether code makes an estimate Inconclusive (as opposed to a warning).
+func (c ReasonCode) fatal() bool {
+	switch c {
+	case ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
+		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded,
+		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime:
+		return false
+	}
+	return true
+}
+
+// AllReasonCodes lists every reason code, fatal ones first; docs/estimator.md
+// documents each.
+func AllReasonCodes() []ReasonCode {
+	return []ReasonCode{
+		ReasonNoSeries, ReasonStaleSeries, ReasonNonFinite, ReasonCounterReset, ReasonPartialPodCoverage,
+		ReasonNoComputedTokenSource, ReasonNoSaturatedWindows, ReasonTooFewSaturatedWindows, ReasonNoRequests,
+		ReasonMaxNumBatchedTokensUnknown, ReasonNoStepMetrics,
+		ReasonPrometheusUnavailable, ReasonPrometheusTimeout, ReasonBadQuery, ReasonPrometheusRejected,
+		ReasonBadResponse, ReasonCanceled,
+		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
+		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
+		ReasonNominalFromStepTime, ReasonSnapshotsSkipped,
+	}
+}
+
+// addReason appends r to list unless the same code and part are already there.
+func addReason(list []Reason, r Reason) []Reason {
+	for _, x := range list {
+		if x.Code == r.Code && x.Part == r.Part {
+			return list
+		}
+	}
+	return append(list, r)
+}
+
+// collect gathers every part's reasons into the top-level lists, sorted.
+func (e *Estimates) collect() {
+	fatal, warn := []Reason{}, []Reason{}
+	add := func(rs []Reason) {
+		for _, r := range rs {
+			if r.Code.fatal() {
+				fatal = addReason(fatal, r)
+			} else {
+				warn = addReason(warn, r)
+			}
+		}
+	}
+	add(e.DrainRate.Reasons)
+	add(e.PerRequestRate.Reasons)
+	add(e.StepRate.Reasons)
+	add(e.Nominal.Reasons)
+	add(e.Prompt.Reasons)
+	add(e.Cached.Reasons)
+	add(e.RequestRate.Reasons)
+	add(e.InFlight.Reasons)
+	add(e.Routing.Reasons)
+	add(e.Reasons)
+	add(e.Warnings)
+	less := func(l []Reason) func(i, j int) bool {
+		return func(i, j int) bool {
+			if l[i].Part != l[j].Part {
+				return l[i].Part < l[j].Part
+			}
+			return l[i].Code < l[j].Code
+		}
+	}
+	sort.SliceStable(fatal, less(fatal))
+	sort.SliceStable(warn, less(warn))
+	e.Reasons, e.Warnings = fatal, warn
+}

@@ -1,0 +1,365 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gatetuner/gatetuner/estimator/prom"
+)
+
+// Estimator turns a deployment's Prometheus series into the numbers the
+// EPP's load gate needs. It is safe for concurrent use.
+type Estimator struct {
+	q     prom.Querier
+	clock func() time.Time
+	cfg   Config
+
+	mu       sync.Mutex
+	trackers map[string]*Tracker
+}
+
+// New returns an estimator reading through q; clock stamps estimates and
+// ages the last good one.
+func New(q prom.Querier, clock func() time.Time, cfg Config) (*Estimator, error) {
+	if q == nil {
+		return nil, errors.New("estimator: a querier is required")
+	}
+	if clock == nil {
+		return nil, errors.New("estimator: a clock is required")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("estimator config: %w", err)
+	}
+	return &Estimator{q: q, clock: clock, cfg: cfg, trackers: map[string]*Tracker{}}, nil
+}
+
+// Config returns the configuration in force, defaults applied.
+func (e *Estimator) Config() Config { return e.cfg }
+
+// Tracker returns the target's tracker (created on first use).
+func (e *Estimator) Tracker(target string) *Tracker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.trackers[target]
+	if !ok {
+		t = NewTracker(e.clock, e.cfg.FreshnessHalfLife)
+		e.trackers[target] = t
+	}
+	return t
+}
+
+// Estimate reads the target's series over the lookback ending at at (zero:
+// the clock's now). Data problems — no series, stale or non-finite data,
+// counter resets, partial coverage, too little saturation, Prometheus
+// failures — come back as Inconclusive reasons inside Estimates; the error
+// is only for a target or configuration that cannot be queried at all.
+func (e *Estimator) Estimate(ctx context.Context, t Target, at time.Time) (*Estimates, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if at.IsZero() {
+		at = e.clock()
+	}
+	start := time.Now()
+	r := newRunner(ctx, e.q, e.cfg)
+	est := e.estimate(r, t, at)
+	est.Queries = r.stats
+	est.Queries.Seconds = time.Since(start).Seconds()
+	est.collect()
+	est.Status = overallStatus(est)
+	e.Tracker(t.Name).Observe(est)
+	return est, nil
+}
+
+func overallStatus(est *Estimates) Status {
+	switch {
+	case est.Prompt.Status != StatusOK:
+		return StatusInconclusive
+	case est.DrainRate.Status == StatusOK:
+		return StatusOK
+	case est.DrainRate.Status == StatusPrior:
+		return StatusPrior
+	}
+	return StatusInconclusive
+}
+
+// parts names the estimate parts in Reasons.
+const (
+	partDrain      = "drainRate"
+	partPerRequest = "perRequestRate"
+	partStep       = "stepRate"
+	partNominal    = "nominal"
+	partPrompt     = "promptTokens"
+	partCached     = "cachedTokens"
+	partReqRate    = "requestRate"
+	partInFlight   = "inFlight"
+	partRouting    = "routing"
+	partCoverage   = "coverage"
+	partFeatures   = "features"
+)
+
+// inconclusiveAll marks every part Inconclusive for the same reasons.
+func inconclusiveAll(est *Estimates, rs ...Reason) {
+	with := func(part string) []Reason {
+		out := make([]Reason, len(rs))
+		for i, r := range rs {
+			r.Part = part
+			out[i] = r
+		}
+		return out
+	}
+	est.DrainRate = RateEstimate{Status: StatusInconclusive, Method: "saturated-windows", Reasons: with(partDrain)}
+	est.PerRequestRate = RateEstimate{Status: StatusInconclusive, Method: "per-request", Reasons: with(partPerRequest)}
+	est.StepRate = RateEstimate{Status: StatusInconclusive, Method: "step-rate", Reasons: with(partStep)}
+	est.Nominal = RateEstimate{Status: StatusInconclusive, Method: "step-time", Reasons: with(partNominal)}
+	est.Prompt = Distribution{Status: StatusInconclusive, Reasons: with(partPrompt)}
+	est.Cached = Distribution{Status: StatusInconclusive, Reasons: with(partCached)}
+	est.RequestRate = Scalar{Status: StatusInconclusive, Reasons: with(partReqRate)}
+	est.InFlight = InFlight{Status: StatusInconclusive, ReplicaRule: replicaRule, Snapshots: []Snapshot{}, Reasons: with(partInFlight)}
+	est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{}, Reasons: with(partRouting)}
+}
+
+// detection is what feature detection found: each probed name's newest
+// evaluation time in the lookback.
+type detection struct {
+	seen map[string]time.Time
+}
+
+func (d detection) has(name string) bool { _, ok := d.seen[name]; return ok }
+
+// detect runs one range query over the lookback that reports, per metric
+// name, the evaluation times it had series at.
+func (e *Estimator) detect(r *runner, sel string, names []string, at time.Time) (detection, error) {
+	d := detection{seen: map[string]time.Time{}}
+	step := e.cfg.Window
+	if min := e.cfg.Lookback / time.Duration(e.cfg.MaxPointsPerSeries-1); step < min {
+		step = min
+	}
+	// A series shows at a step when it has a sample within the server's
+	// lookback delta (5m by default) before it; steps no longer than the
+	// window keep every series of the lookback visible.
+	start := at.Add(-e.cfg.Lookback)
+	q := "group by (__name__) ({" + joinMatchers(nameRegex(names), sel) + "})"
+	m, err := r.rangeQuery(q, start, at, step)
+	if err != nil {
+		return d, err
+	}
+	for _, ss := range m {
+		name := string(ss.Metric[model.MetricNameLabel])
+		if len(ss.Values) == 0 {
+			continue
+		}
+		last := ss.Values[len(ss.Values)-1].Timestamp.Time()
+		if prev, ok := d.seen[name]; !ok || last.After(prev) {
+			d.seen[name] = last
+		}
+	}
+	return d, nil
+}
+
+func joinMatchers(ms ...string) string {
+	var parts []string
+	for _, m := range ms {
+		if m != "" {
+			parts = append(parts, m)
+		}
+	}
+	out := ""
+	for i, p := range parts {
+		if i > 0 {
+			out += ","
+		}
+		out += p
+	}
+	return out
+}
+
+// features fills Features from the detections.
+func features(v, p detection, t Target) (Features, *computedSource) {
+	f := Features{Present: []string{}}
+	for n := range v.seen {
+		f.Present = append(f.Present, n)
+	}
+	for n := range p.seen {
+		f.Present = append(f.Present, n)
+	}
+	sort.Strings(f.Present)
+	cs := chooseComputed(v.has)
+	if cs != nil {
+		f.ComputedTokens, f.ComputedTokensRank = cs.id, cs.rank
+		for _, n := range append(append([]string(nil), cs.plus...), cs.minus...) {
+			if n == mGPUPrefixHits {
+				f.Legacy = append(f.Legacy, n)
+			}
+		}
+	}
+	switch {
+	case v.has(mKVUsage):
+		f.KVUsage = mKVUsage
+	case v.has(mGPUCacheUsage):
+		f.KVUsage = mGPUCacheUsage
+		f.Legacy = append(f.Legacy, mGPUCacheUsage)
+	}
+	switch {
+	case v.has(mITL + "_count"):
+		f.InterTokenLatency = mITL
+	case v.has(mTPOT + "_count"):
+		f.InterTokenLatency = mTPOT
+		f.Legacy = append(f.Legacy, mTPOT)
+	}
+	if v.has(mIterationTokens + "_count") {
+		f.StepCount = mIterationTokens + "_count"
+	}
+	if v.has(mPreemptions) {
+		f.Preemptions = mPreemptions
+	}
+	if v.has(mRunning) {
+		f.Running = mRunning
+	}
+	if v.has(mPrefillTime + "_count") {
+		f.PrefillTime = mPrefillTime
+	}
+	switch {
+	case v.has(mPromptHist + "_count"):
+		f.PromptHistogram = mPromptHist
+	case p.has(mEPPInputTokens + "_count"):
+		f.PromptHistogram = mEPPInputTokens
+	}
+	switch {
+	case p.has(mEPPCachedTokens + "_count"):
+		f.CachedTokens = mEPPCachedTokens
+	case v.has(mPrefixHits) && v.has(mPrefixQueries):
+		f.CachedTokens = mPrefixHits
+	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
+		f.CachedTokens = mGPUPrefixHits
+		f.Legacy = append(f.Legacy, mGPUPrefixHits)
+	}
+	if p.has(mEPPInflightTokens) {
+		f.InFlightTokens = mEPPInflightTokens
+	}
+	if p.has(mEPPInflightReqs) {
+		f.InFlightRequests = mEPPInflightReqs
+	}
+	if p.has(mEPPAttempts) {
+		f.Routing = mEPPAttempts
+	}
+	sort.Strings(f.Legacy)
+	f.Legacy = compactStrings(f.Legacy)
+	return f, cs
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// estimate runs the queries and assembles the estimates.
+func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
+	cfg := e.cfg
+	est := &Estimates{Target: t.Name, At: at, LookbackSeconds: cfg.Lookback.Seconds(), WindowSeconds: cfg.Window.Seconds(),
+		Reasons: []Reason{}, Warnings: []Reason{}, Features: Features{Present: []string{}},
+		Coverage: Coverage{Expected: []string{}, Covered: []string{}}}
+
+	// Phase 1: which names exist.
+	var vdet, pdet detection
+	var verr, perr error
+	r.spawn(func() { vdet, verr = e.detect(r, t.VLLMSelector, vllmProbe, at) })
+	if t.EPPSelector != "" {
+		r.spawn(func() { pdet, perr = e.detect(r, t.EPPSelector, eppProbe, at) })
+	}
+	r.wait()
+	if verr != nil {
+		inconclusiveAll(est, failReason(partFeatures, verr))
+		return est
+	}
+	if perr != nil {
+		// The EPP parts fail; the vLLM parts go on.
+		pdet = detection{seen: map[string]time.Time{}}
+	}
+	f, cs := features(vdet, pdet, t)
+	est.Features = f
+	if len(vdet.seen) == 0 {
+		inconclusiveAll(est, Reason{Code: ReasonNoSeries, Detail: "no vLLM series match {" + t.VLLMSelector + "} in the lookback"})
+		if t.EPPSelector != "" && perr == nil && len(pdet.seen) > 0 {
+			// The EPP's own parts may still stand.
+			e.eppOnly(r, t, at, f, est)
+		}
+		return est
+	}
+
+	// Phase 2: everything else, concurrently.
+	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count")}
+	e.queueDrain(r, d)
+	dist := &distInputs{}
+	e.queueDistributions(r, t, f, at, dist)
+	epp := &eppInputs{}
+	if t.EPPSelector != "" && perr == nil {
+		e.queueEPP(r, t, f, at, epp)
+	}
+	r.wait()
+	if t.EPPSelector != "" && perr == nil {
+		e.queueFreshness(r, t, at, epp)
+		r.wait()
+	}
+
+	est.Coverage = d.coverage()
+	targetStale := len(d.expectedVLLM) == 0 || allStale(d)
+	var staleReason *Reason
+	if d.covErr.get() == nil && targetStale {
+		detail := "no vLLM pod has a sample within " + cfg.StaleAfter.String() + " of " + at.UTC().Format(time.RFC3339)
+		staleReason = &Reason{Code: ReasonStaleSeries, Detail: detail}
+	}
+	e.drainResults(d, est, staleReason)
+	e.distResults(t, f, dist, est, staleReason)
+	if t.EPPSelector != "" {
+		if perr != nil {
+			rs := failReason(partInFlight, perr)
+			est.InFlight = InFlight{Status: StatusInconclusive, ReplicaRule: replicaRule, Snapshots: []Snapshot{}, Reasons: []Reason{rs}}
+			rs.Part = partRouting
+			est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{}, Reasons: []Reason{rs}}
+		} else {
+			e.eppResults(f, epp, est)
+		}
+	} else {
+		est.InFlight = InFlight{Status: StatusInconclusive, ReplicaRule: replicaRule, Snapshots: []Snapshot{},
+			Reasons: []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: "no EPP selector configured"}}}
+		est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{},
+			Reasons: []Reason{{Code: ReasonNoSeries, Part: partRouting, Detail: "no EPP selector configured"}}}
+	}
+	return est
+}
+
+// eppOnly fills the EPP parts when no vLLM series exist.
+func (e *Estimator) eppOnly(r *runner, t Target, at time.Time, f Features, est *Estimates) {
+	epp := &eppInputs{}
+	e.queueEPP(r, t, f, at, epp)
+	r.wait()
+	e.queueFreshness(r, t, at, epp)
+	r.wait()
+	e.eppResults(f, epp, est)
+}
+
+func allStale(d *drainInputs) bool {
+	for _, p := range d.expectedVLLM {
+		if !d.stale[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// finite reports whether v is a usable number.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
