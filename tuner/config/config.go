@@ -114,14 +114,14 @@ type Policy struct {
 	// Deadband on the token bar (relative).
 	Deadband *float64 `mapstructure:"deadband"`
 	// MaxStep bounds each apply's bar move (×/÷).
-	MaxStep        *float64      `mapstructure:"maxStep"`
-	Cooldown       time.Duration `mapstructure:"cooldown"`
-	DailyBudget    *int          `mapstructure:"dailyBudget"`
-	ApplyWindow    *ApplyWindow  `mapstructure:"applyWindow"`
-	RestartWarmup  time.Duration `mapstructure:"restartWarmup"`
-	Verification   Verification  `mapstructure:"verification"`
-	MinDecisions   *int          `mapstructure:"minDecisions"`
-	BlockSizeTokens *int         `mapstructure:"blockSizeTokens"`
+	MaxStep         *float64      `mapstructure:"maxStep"`
+	Cooldown        time.Duration `mapstructure:"cooldown"`
+	DailyBudget     *int          `mapstructure:"dailyBudget"`
+	ApplyWindow     *ApplyWindow  `mapstructure:"applyWindow"`
+	RestartWarmup   time.Duration `mapstructure:"restartWarmup"`
+	Verification    Verification  `mapstructure:"verification"`
+	MinDecisions    *int          `mapstructure:"minDecisions"`
+	BlockSizeTokens *int          `mapstructure:"blockSizeTokens"`
 }
 
 // Profile declares a custom EPP build profile.

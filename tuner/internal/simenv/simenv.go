@@ -1,0 +1,103 @@
+// Package simenv runs the fleet simulator into an embedded Prometheus and
+// builds tuner targets over it, for tests, benchmarks and the demo.
+package simenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/estimator/prom"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+)
+
+// EstimatorTarget returns the estimator's selection of a scenario's series.
+func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
+	return estimator.Target{
+		Name:                sc.Target,
+		VLLMSelector:        fmt.Sprintf(`namespace=%q,pod=~%q`, sc.Namespace, sc.Pods.NamePrefix+"-[0-9]+"),
+		EPPSelector:         fmt.Sprintf(`namespace=%q,pod=%q`, sc.Namespace, sc.EPP.Pod),
+		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
+		MaxNumSeqs:          sc.Pods.Engine.MaxNumSeqs,
+	}
+}
+
+// Fill runs the simulator with opt (its Metrics output replaced) and ingests
+// the metrics into emb; it returns the truth and the wall time the measured
+// phases end at.
+func Fill(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, opt fleetsim.Options) (*fleetsim.Truth, time.Time, error) {
+	pr, pw := io.Pipe()
+	opt.Metrics = pw
+	type result struct {
+		tr  *fleetsim.Truth
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tr, err := fleetsim.Run(ctx, sc, opt)
+		pw.CloseWithError(err)
+		done <- result{tr, err}
+	}()
+	_, ierr := emb.IngestText(ctx, pr, prom.IngestOptions{Format: prom.FormatOpenMetrics})
+	_ = pr.CloseWithError(errors.New("ingestion ended"))
+	res := <-done
+	if res.err != nil {
+		return nil, time.Time{}, fmt.Errorf("simulate %s: %w", sc.Name, res.err)
+	}
+	if ierr != nil {
+		return nil, time.Time{}, fmt.Errorf("ingest %s metrics: %w", sc.Name, ierr)
+	}
+	base := opt.BaseTime
+	if base.IsZero() {
+		base = fleetsim.DefaultBaseTime()
+	}
+	return res.tr, base.Add(time.Duration(res.tr.End * float64(time.Second))), nil
+}
+
+// EPPConfig renders an EndpointPickerConfig holding the scenario's gate
+// plugin with the given settings (penaltyMode written when not static or
+// when the profile accepts it and writeMode is set).
+func EPPConfig(sc *fleetsim.Scenario, s gate.Settings, writeMode bool) []byte {
+	var b strings.Builder
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	fmt.Fprintf(&b, `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: approx-prefix-cache-producer
+  parameters:
+    blockSizeTokens: %d
+- type: inflight-load-producer
+# Keep requests on the pod that holds their prompt unless it is far behind.
+- name: %s
+  type: prefix-cache-affinity-filter
+  parameters:
+    affinityThreshold: %s
+    maxTTFTPenaltyMs: %s        # hand-picked at deploy time
+    peakPrefillThroughput: %s   # tok/s
+`, sc.EPP.PrefixIndex.BlockSizeTokens, sc.EPP.Plugin, f(s.AffinityThreshold), f(s.MaxTTFTPenaltyMs), f(s.PeakPrefillThroughput))
+	if s.Mode != gate.ModeStatic || writeMode {
+		fmt.Fprintf(&b, "    penaltyMode: %s\n", s.Mode)
+	}
+	fmt.Fprintf(&b, `- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: %s
+  - pluginRef: max-score-picker
+`, sc.EPP.Plugin)
+	return []byte(b.String())
+}
+
+// WriteEPPConfig writes EPPConfig to dir/epp-config.yaml and returns the path.
+func WriteEPPConfig(dir string, sc *fleetsim.Scenario, s gate.Settings, writeMode bool) (string, error) {
+	p := filepath.Join(dir, "epp-config.yaml")
+	return p, os.WriteFile(p, EPPConfig(sc, s, writeMode), 0o644)
+}

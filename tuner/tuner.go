@@ -1,0 +1,862 @@
+package tuner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/exporter"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
+	"github.com/gatetuner/gatetuner/tuner/sink"
+)
+
+// Estimator estimates a target's live numbers (estimator.Estimator).
+type Estimator interface {
+	Estimate(ctx context.Context, t estimator.Target, at time.Time) (*estimator.Estimates, error)
+}
+
+// Target is one tuning target at run time.
+type Target struct {
+	Config  config.Target
+	Profile gate.Profile
+	Sink    sink.Sink
+	Est     estimator.Target
+	// Records is an exact decision source; nil means the Prometheus model.
+	Records DecisionSource
+}
+
+// Tuner runs guarded tuning cycles.
+type Tuner struct {
+	Estimator Estimator
+	// Clock is the time source (time.Now when nil).
+	Clock   func() time.Time
+	Metrics *exporter.Metrics
+	Tracer  trace.Tracer
+	Logger  *slog.Logger
+	// Seed makes the Prometheus model's draws reproducible.
+	Seed uint64
+}
+
+// subWindows is how many parts the shadow window is split into to judge the
+// recommendation's consistency.
+const subWindows = 4
+
+// Report is one cycle's decision record: the numbers, the recommendation,
+// every guard, and what was done.
+type Report struct {
+	Target string    `json:"target"`
+	At     time.Time `json:"at"`
+	Result Result    `json:"result"`
+	Hold   *Hold     `json:"hold,omitempty"`
+	Mode   string    `json:"mode"`
+	// Current are the settings in force.
+	Current SettingsView `json:"current"`
+	// Recommendation is absent when the cycle stopped before one existed.
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+	Guards         []Guard         `json:"guards"`
+	// Diff is the exact change the recommendation makes to the EPP config
+	// (what was written, or would be).
+	Diff string `json:"diff,omitempty"`
+	// Patch is the edited config text (for --output patch users).
+	NewConfig []byte               `json:"-"`
+	OldConfig []byte               `json:"-"`
+	Source    string               `json:"source,omitempty"`
+	Estimates *estimator.Estimates `json:"estimates,omitempty"`
+	Apply     *ApplyView           `json:"apply,omitempty"`
+	Error     string               `json:"error,omitempty"`
+	// Shadow are the current and recommended settings' tallies for metrics.
+	shadowCur, shadowRec *shadow.Counts
+	gateInput            GateInput
+}
+
+// Hold is why a cycle did not write.
+type Hold struct {
+	Reason HoldReason `json:"reason"`
+	Detail string     `json:"detail"`
+}
+
+// Guard is one guard's verdict.
+type Guard struct {
+	Name   string `json:"name"`
+	Pass   bool   `json:"pass"`
+	Detail string `json:"detail"`
+}
+
+// SettingsView shows settings as the config has them.
+type SettingsView struct {
+	Mode                  string  `json:"mode"`
+	MaxTTFTPenaltyMs      float64 `json:"maxTTFTPenaltyMs"`
+	PeakPrefillThroughput float64 `json:"peakPrefillThroughput"`
+	PPTSource             string  `json:"pptSource"`
+	TTFTSource            string  `json:"ttftSource"`
+	AffinityThreshold     float64 `json:"affinityThreshold"`
+	// BarTokens is maxTTFTPenaltyMs × peakPrefillThroughput / 1000 (null: no bar).
+	BarTokens *float64 `json:"barTokens"`
+}
+
+// Recommendation is the settings the tuner would write, with the evidence.
+type Recommendation struct {
+	Target                string   `json:"target"`
+	Mode                  string   `json:"mode"`
+	MaxTTFTPenaltyMs      float64  `json:"maxTTFTPenaltyMs"`
+	PeakPrefillThroughput float64  `json:"peakPrefillThroughput"`
+	EffectiveBarTokens    *float64 `json:"effectiveBarTokens"`
+	Confidence            float64  `json:"confidence"`
+	Evidence              Evidence `json:"evidence"`
+	HoldReason            string   `json:"holdReason,omitempty"`
+	candidate             Candidate
+}
+
+// Evidence is what the recommendation rests on.
+type Evidence struct {
+	Source     string         `json:"source"`
+	Window     WindowView     `json:"window"`
+	Estimates  EstimatesBrief `json:"estimates"`
+	Throughput ThroughputNote `json:"throughput"`
+	Shadow     ShadowPair     `json:"shadow"`
+	// ExcessCost compares current and recommended over the window.
+	ExcessCost  CostPair        `json:"excessCost"`
+	RestartCost RestartCost     `json:"restartCost"`
+	Confidence  ConfidenceParts `json:"confidence"`
+	Step        *StepNote       `json:"step,omitempty"`
+	GateInput   GateInput       `json:"gateInput"`
+	Candidates  int             `json:"candidatesEvaluated"`
+	// ReleaseChainFloorTokens is the p90 prompt length: bars below it are
+	// not recommended (see docs/tuner.md).
+	ReleaseChainFloorTokens float64           `json:"releaseChainFloorTokens"`
+	BestByMode              map[string]string `json:"bestByMode,omitempty"`
+}
+
+// WindowView is the shadow window.
+type WindowView struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// CutAtApply: the window starts at the last apply's effective time
+	// (windows spanning an apply are discarded).
+	CutAtApply bool  `json:"cutAtApply"`
+	Decisions  int64 `json:"decisions"`
+	Known      int64 `json:"known"`
+}
+
+// EstimatesBrief are the estimate values the evidence cites.
+type EstimatesBrief struct {
+	Status          string              `json:"status"`
+	DrainRate       *float64            `json:"drainRate"`
+	DrainStatus     string              `json:"drainStatus"`
+	DrainConfidence float64             `json:"drainConfidence"`
+	DrainInterval   *estimator.Interval `json:"drainInterval,omitempty"`
+	Nominal         *float64            `json:"nominal"`
+	PerRequestRate  *float64            `json:"perRequestRate"`
+	PromptP50       *float64            `json:"promptP50"`
+	PromptP90       *float64            `json:"promptP90"`
+	CachedMean      *float64            `json:"cachedMean"`
+	RequestRate     *float64            `json:"requestRate"`
+	Reasons         []string            `json:"reasons,omitempty"`
+}
+
+// ThroughputNote says what happens to peakPrefillThroughput.
+type ThroughputNote struct {
+	// Write: the recommendation writes the drain-rate estimate.
+	Write bool    `json:"write"`
+	Value float64 `json:"value"`
+	Note  string  `json:"note"`
+}
+
+// ShadowPair are the shadow tallies of current and recommended settings.
+type ShadowPair struct {
+	Current     ShadowRow `json:"current"`
+	Recommended ShadowRow `json:"recommended"`
+}
+
+// ShadowRow is one settings variant's shadow result.
+type ShadowRow struct {
+	Settings string               `json:"settings"`
+	Verdicts shadow.VerdictCounts `json:"verdicts"`
+	Outcomes shadow.OutcomeCounts `json:"outcomes"`
+	Rates    shadow.Rates         `json:"rates"`
+	// ExcessTokens is per the window's real decisions (the model's draws scaled).
+	ExcessTokens float64 `json:"excessTokens"`
+}
+
+// CostPair compares excess cost (tokens over the window, and tokens/s).
+type CostPair struct {
+	Current            float64  `json:"current"`
+	Recommended        float64  `json:"recommended"`
+	Ratio              *float64 `json:"ratio"`
+	SavingPerSecond    float64  `json:"savingTokensPerSecond"`
+	SavingOverCooldown float64  `json:"savingOverCooldownTokens"`
+	// Seconds of prefill at the rate used (null when no rate is known).
+	CurrentSeconds     *float64 `json:"currentSeconds"`
+	RecommendedSeconds *float64 `json:"recommendedSeconds"`
+}
+
+// RestartCost is the estimated price of applying (the EPP loses its prefix index).
+type RestartCost struct {
+	Tokens        float64 `json:"tokens"`
+	WarmupSeconds float64 `json:"warmupSeconds"`
+	Formula       string  `json:"formula"`
+}
+
+// ConfidenceParts is the documented confidence formula's factors.
+type ConfidenceParts struct {
+	Value       float64 `json:"value"`
+	Rate        float64 `json:"rate"`
+	Source      float64 `json:"source"`
+	Sample      float64 `json:"sample"`
+	Consistency float64 `json:"consistency"`
+}
+
+// StepNote says the recommendation was clamped by the step limit.
+type StepNote struct {
+	WantedBarTokens  *float64 `json:"wantedBarTokens"`
+	ClampedBarTokens *float64 `json:"clampedBarTokens"`
+	MaxStep          float64  `json:"maxStep"`
+}
+
+// GateInput is the current settings' gate-input distribution.
+type GateInput struct {
+	PenaltyMs             shadow.Quantiles `json:"penaltyMs"`
+	GapMinusMatchedTokens shadow.Quantiles `json:"gapMinusMatchedTokens"`
+}
+
+// ApplyView is what the sink did.
+type ApplyView struct {
+	Outcome    string `json:"outcome"`
+	Pending    bool   `json:"pending"`
+	Attempts   int    `json:"attempts"`
+	Recomputed bool   `json:"recomputed"`
+	Seq        int    `json:"seq,omitempty"`
+	Hold       string `json:"hold,omitempty"`
+}
+
+func (t *Tuner) now() time.Time {
+	if t.Clock != nil {
+		return t.Clock()
+	}
+	return time.Now()
+}
+
+func (t *Tuner) tracer() trace.Tracer {
+	if t.Tracer != nil {
+		return t.Tracer
+	}
+	return noop.NewTracerProvider().Tracer(exporter.TracerName)
+}
+
+func (t *Tuner) log() *slog.Logger {
+	if t.Logger != nil {
+		return t.Logger
+	}
+	return slog.Default()
+}
+
+// Cycle runs one tuning cycle for a target: read, estimate, shadow,
+// recommend, guard and — in configmap or rollout mode — write.
+func (t *Tuner) Cycle(ctx context.Context, tg *Target) *Report {
+	start := t.now()
+	ctx, span := t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
+	defer span.End()
+	rep := t.cycle(ctx, tg)
+	span.SetAttributes(attribute.String("gatetuner.result", string(rep.Result)))
+	if rep.Hold != nil {
+		span.SetAttributes(attribute.String("gatetuner.hold", string(rep.Hold.Reason)))
+	}
+	if rep.Result == ResultError {
+		span.SetStatus(codes.Error, rep.Error)
+	}
+	t.record(rep, t.now().Sub(start))
+	return rep
+}
+
+func (t *Tuner) stage(ctx context.Context, name string) (context.Context, trace.Span) {
+	return t.tracer().Start(ctx, "gatetuner."+name)
+}
+
+func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
+	pol := tg.Config.Policy
+	now := t.now()
+	rep := &Report{Target: tg.Config.Name, At: now, Mode: pol.Mode}
+
+	sctx, span := t.stage(ctx, "read")
+	snap, err := tg.Sink.Read(sctx)
+	span.End()
+	if err != nil {
+		rep.Result, rep.Error = ResultError, err.Error()
+		rep.Hold = &Hold{Reason: HoldTargetError, Detail: err.Error()}
+		return rep
+	}
+	inst, ok := snap.Instance(tg.Config.Plugin)
+	if !ok {
+		rep.Result, rep.Error = ResultError, fmt.Sprintf("%s: plugin %q not found", snap.Source, tg.Config.Plugin)
+		rep.Hold = &Hold{Reason: HoldTargetError, Detail: rep.Error}
+		return rep
+	}
+	rep.OldConfig = snap.Text
+	params := inst.Params
+	cur := params.Settings(tg.Profile.MissingSignal)
+	rep.Current = viewOf(cur, params)
+
+	held := func(reason HoldReason, detail string) *Report {
+		rep.Result = ResultHeld
+		rep.Hold = &Hold{Reason: reason, Detail: detail}
+		if rep.Recommendation != nil {
+			rep.Recommendation.HoldReason = string(reason)
+		}
+		return rep
+	}
+	if cur.Source == gate.SourceLatencyPredictor {
+		return held(HoldUnsupportedTTFTSource, "ttftSource is latencyPredictor: the gate compares predicted milliseconds, which gatetuner neither estimates nor writes; reported only")
+	}
+
+	ectx, span := t.stage(ctx, "estimate")
+	est, err := t.Estimator.Estimate(ectx, tg.Est, now)
+	span.End()
+	if err != nil {
+		rep.Result, rep.Error = ResultError, fmt.Sprintf("estimate: %v", err)
+		rep.Hold = &Hold{Reason: HoldTargetError, Detail: rep.Error}
+		return rep
+	}
+	rep.Estimates = est
+
+	// The shadow window: the lookback, cut at the last change that took
+	// effect (a window spanning an apply mixes two configs).
+	from := now.Add(-pol.Lookback)
+	window := WindowView{From: from, To: now}
+	if eff := lastChange(&snap.State); eff.After(from) {
+		window.From, window.CutAtApply = eff, true
+	}
+	src := tg.Records
+	if src == nil {
+		m := &Model{Est: est, BlockSizeTokens: *pol.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix())}
+		if err := m.Usable(); err != nil {
+			return held(HoldInconclusive, err.Error())
+		}
+		src = m
+	}
+	rep.Source = src.Kind()
+
+	drain, ppt := chooseThroughput(est, params, tg.Config)
+	cands := BuildCandidates(CandidateSpec{Current: params, Profile: tg.Profile, DrainRate: drain, TTFTSLOMs: tg.Config.TTFTSLOMs})
+	if drain <= 0 {
+		return held(HoldInconclusive, ppt.Note)
+	}
+	settings := make([]gate.Settings, len(cands))
+	for i, c := range cands {
+		settings[i] = c.Settings
+	}
+
+	sctx, span = t.stage(ctx, "shadow")
+	parts := make([]*shadow.Accumulator, subWindows)
+	for i := range parts {
+		parts[i] = shadow.NewAccumulator(settings, secondsRate(drain))
+	}
+	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
+	width := window.To.Sub(window.From)
+	err = src.Replay(sctx, window.From, window.To, func(d *Decision) error {
+		k := int(float64(subWindows) * float64(d.TS.Sub(window.From)) / float64(width))
+		k = min(max(k, 0), subWindows-1)
+		ds := parts[k].Add(d.Endpoints)
+		parts[k].Observe(&ds[0], d.Observed)
+		return nil
+	})
+	span.End()
+	if err != nil {
+		if errors.Is(err, ErrModelData) {
+			return held(HoldInconclusive, err.Error())
+		}
+		rep.Result, rep.Error = ResultError, fmt.Sprintf("shadow: %v", err)
+		rep.Hold = &Hold{Reason: HoldTargetError, Detail: rep.Error}
+		return rep
+	}
+	total := make([]shadow.Counts, len(cands))
+	var penalty, gap shadow.Sketch
+	for _, p := range parts {
+		for i := range total {
+			total[i].Add(p.Counts(i))
+		}
+		penalty.Merge(p.PenaltyMs())
+		gap.Merge(p.GapMinusMatched())
+	}
+	window.Decisions, window.Known = total[0].Decisions(), total[0].Known()
+	gi := GateInput{PenaltyMs: shadow.QuantilesOf(&penalty), GapMinusMatchedTokens: shadow.QuantilesOf(&gap)}
+	rep.gateInput = gi
+
+	// Model draws stand for the window's real requests: scale their excess.
+	scale := 1.0
+	if src.Kind() == SourceKindModel && window.Decisions > 0 && est.RequestRate.Value != nil {
+		scale = *est.RequestRate.Value * width.Seconds() / float64(window.Decisions)
+	}
+	costs := make([]float64, len(cands))
+	for i := range total {
+		costs[i] = total[i].ExcessTokens * scale
+	}
+	// The release-chain floor: a released request lands its whole prompt as
+	// uncached in-flight tokens on another endpoint, so a bar (or ceiling)
+	// below the prompts it releases makes that endpoint look over the bar to
+	// the next request pinned there — a chain of releases the shadow, which
+	// replays in-flight states recorded under the current settings, cannot
+	// see. Bars below the p90 prompt length are not recommended.
+	floor := 0.0
+	if est.Prompt.P90 != nil {
+		floor = *est.Prompt.P90
+	}
+	choiceCosts := append([]float64(nil), costs...)
+	for i := range cands {
+		if cands[i].Bar < floor {
+			choiceCosts[i] = math.Inf(1)
+		}
+	}
+	belowFloor := cands[0].Bar < floor
+	choice := Choose(cands, choiceCosts)
+	recIdx, step := clampStep(cands, choice.Best, *pol.MaxStep, floor)
+	rc := cands[recIdx]
+
+	rec := &Recommendation{
+		Target: tg.Config.Name, Mode: rc.Settings.Mode.String(), MaxTTFTPenaltyMs: rc.Settings.MaxTTFTPenaltyMs,
+		PeakPrefillThroughput: rc.Settings.PeakPrefillThroughput, EffectiveBarTokens: barPtr(rc.Bar), candidate: rc,
+	}
+	rep.Recommendation = rec
+	ev := &rec.Evidence
+	ev.Source, ev.Window, ev.Estimates, ev.Throughput, ev.Step, ev.GateInput = src.Kind(), window, brief(est), ppt, step, gi
+	ev.Candidates = len(cands)
+	ev.ReleaseChainFloorTokens = floor
+	ev.BestByMode = map[string]string{}
+	if choice.BestStatic >= 0 {
+		ev.BestByMode["static"] = cands[choice.BestStatic].Label
+	}
+	if choice.BestMatched >= 0 {
+		ev.BestByMode["matchedTokens"] = cands[choice.BestMatched].Label
+	}
+	rate := secondsRate(drain)
+	ev.Shadow = ShadowPair{Current: row(cands[0], &total[0], scale), Recommended: row(rc, &total[recIdx], scale)}
+	rep.shadowCur, rep.shadowRec = &total[0], &total[recIdx]
+	ev.ExcessCost = costPair(costs[0], costs[recIdx], width, pol.Cooldown, rate)
+	ev.RestartCost = restartCost(est, pol.RestartWarmup)
+
+	// Confidence (docs/tuner.md): rate × source × sample × consistency.
+	cp := ConfidenceParts{Rate: 1, Source: 1, Sample: 1, Consistency: 1}
+	if ppt.Write {
+		cp.Rate = est.DrainRate.Confidence
+	}
+	if src.Kind() == SourceKindModel {
+		cp.Source = 0.9 * snapshotCoverage(est, window)
+	}
+	cp.Sample = math.Min(1, float64(window.Known)/float64(5**pol.MinDecisions))
+	cp.Consistency = consistency(parts, recIdx)
+	if belowFloor {
+		cp.Consistency = 1 // a safety correction, not a bet on the shadow's cost
+	}
+	cp.Value = cp.Rate * cp.Source * cp.Sample * cp.Consistency
+	ev.Confidence = cp
+	rec.Confidence = cp.Value
+
+	// The edit the recommendation makes.
+	changes := changesFor(inst, params, rc, ppt.Write)
+	if len(changes[0].Set) > 0 || len(changes[0].Remove) > 0 {
+		if out, diff, err := snap.Preview(changes); err == nil {
+			rep.NewConfig, rep.Diff = out, diff
+		} else {
+			return held(HoldTargetError, fmt.Sprintf("the recommended edit is refused: %v", err))
+		}
+	}
+
+	_, span = t.stage(ctx, "guards")
+	hold := t.guard(rep, tg, snap, params, cur, rc, costs[0], costs[recIdx], belowFloor, now)
+	span.End()
+	if hold != nil {
+		return held(hold.Reason, hold.Detail)
+	}
+	if pol.Mode == config.ModeOff {
+		rep.Result = ResultRecommended
+		return rep
+	}
+	if w := pol.ApplyWindow; w != nil {
+		if open, next := windowOpen(w, now); !open {
+			rep.Result = ResultPending
+			rep.Hold = &Hold{Reason: HoldOutsideWindow, Detail: fmt.Sprintf("the apply window opens at %s", next.UTC().Format(time.RFC3339))}
+			rec.HoldReason = string(HoldOutsideWindow)
+			return rep
+		}
+	}
+
+	actx, span := t.stage(ctx, "apply")
+	defer span.End()
+	res, err := tg.Sink.Apply(actx, snap, changes, sink.Meta{
+		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: recHash(rec),
+	})
+	if err != nil {
+		rep.Result, rep.Error = ResultError, fmt.Sprintf("apply: %v", err)
+		return rep
+	}
+	rep.Apply = &ApplyView{Outcome: string(res.Outcome), Pending: res.Pending, Attempts: res.Attempts, Recomputed: res.Recomputed}
+	if res.Entry != nil {
+		rep.Apply.Seq = res.Entry.Seq
+	}
+	if res.Diff != "" {
+		rep.Diff = res.Diff
+	}
+	switch res.Outcome {
+	case sink.OutcomeApplied, sink.OutcomeUnchanged:
+		rep.Result = ResultApplied
+	case sink.OutcomeRolledBack:
+		rep.Result = ResultRolledBack
+		if res.Hold != nil {
+			rep.Hold = &Hold{Reason: HoldReason(res.Hold.Reason), Detail: res.Hold.Message}
+			rep.Apply.Hold = res.Hold.String()
+		}
+	case sink.OutcomeHeld:
+		h := res.Hold
+		if h == nil {
+			h = &sink.Hold{Reason: "unknown"}
+		}
+		rep.Apply.Hold = h.String()
+		return held(HoldReason(h.Reason), h.Message)
+	}
+	return rep
+}
+
+// guard checks every guard in order, records each, and returns the first hold.
+func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.Params, cur gate.Settings, rc Candidate, curCost, recCost float64, belowFloor bool, now time.Time) *Hold {
+	pol := tg.Config.Policy
+	ev := &rep.Recommendation.Evidence
+	var first *Hold
+	check := func(name string, pass bool, reason HoldReason, detail string) {
+		rep.Guards = append(rep.Guards, Guard{Name: name, Pass: pass, Detail: detail})
+		if !pass && first == nil {
+			first = &Hold{Reason: reason, Detail: detail}
+		}
+	}
+	st := &snap.State
+	check("pause", !st.Paused, HoldPaused, ifElse(st.Paused, "the ConfigMap carries gatetuner.dev/paused: \"true\"", "not paused"))
+	if st.Hold != nil {
+		check("failure-hold", false, HoldReason(st.Hold.Reason), st.Hold.String()+" (remove the gatetuner.dev/hold annotation to resume)")
+	} else {
+		check("failure-hold", true, "", "no failure hold")
+	}
+	check("pending-restart", st.Pending == nil, HoldPendingRestart, ifElse(st.Pending != nil,
+		"the last write is not running in the EPP yet (restart the EPP to apply it)", "the EPP runs the config on the target"))
+	check("data", ev.Window.Known >= int64(*pol.MinDecisions), HoldNoDecisions,
+		fmt.Sprintf("%d decisions with a known verdict in the window (minimum %d)", ev.Window.Known, *pol.MinDecisions))
+	check("confidence", rep.Recommendation.Confidence >= *pol.MinConfidence, HoldLowConfidence,
+		fmt.Sprintf("confidence %.2f (rate %.2f × source %.2f × sample %.2f × consistency %.2f), minimum %.2f",
+			rep.Recommendation.Confidence, ev.Confidence.Rate, ev.Confidence.Source, ev.Confidence.Sample, ev.Confidence.Consistency, *pol.MinConfidence))
+	check("change", !rc.Current && rep.Diff != "", HoldNoGain, ifElse(rc.Current || rep.Diff == "", "the current settings are the best candidate", "the recommendation differs from the current settings"))
+	db := deadband(cur, rc, *pol.Deadband)
+	check("deadband", db == "", HoldDeadband, ifElse(db != "", db, "the decisive bar moves beyond the deadband or the mode changes"))
+	ratio := math.Inf(1)
+	if curCost > 0 {
+		ratio = recCost / curCost
+	}
+	if belowFloor {
+		// A bar below the release-chain floor is a hazard, not a matter of degree.
+		detail := fmt.Sprintf("the current bar is below the release-chain floor (%.0f tokens, the p90 prompt): raised regardless of the shadow's per-decision cost", ev.ReleaseChainFloorTokens)
+		check("gain", true, HoldNoGain, detail)
+		check("restart-cost", true, HoldRestartCost, detail)
+	} else {
+		check("gain", curCost > 0 && ratio <= *pol.GainRatio, HoldNoGain,
+			fmt.Sprintf("recommended excess cost %.4g tokens vs current %.4g (ratio %.2f, must be ≤ %.2f)", recCost, curCost, ratio, *pol.GainRatio))
+		check("restart-cost", ev.ExcessCost.SavingOverCooldown > ev.RestartCost.Tokens, HoldRestartCost,
+			fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens", pol.Cooldown, ev.ExcessCost.SavingOverCooldown, ev.RestartCost.Tokens))
+	}
+	calibrated := params.PPTSource() == gate.PPTCalibrated && !tg.Config.AllowCalibrationOverride
+	check("calibration", !calibrated, HoldCalibrated, ifElse(calibrated,
+		fmt.Sprintf("peakPrefillThroughput comes from calibration file %q and its value is unknown here; set allowCalibrationOverride to let gatetuner write it", params.PrefillCalibrationFile),
+		"no calibrated throughput is overridden"))
+	eff := lastChange(st)
+	cooling := !eff.IsZero() && now.Sub(eff) < pol.Cooldown
+	check("cooldown", !cooling, HoldCooldown, ifElse(cooling,
+		fmt.Sprintf("the last change took effect %s ago (cooldown %s)", now.Sub(eff).Round(time.Second), pol.Cooldown), "no change within the cooldown"))
+	applies := st.AppliesSince(now.Add(-24 * time.Hour))
+	check("budget", applies < *pol.DailyBudget, HoldBudget, fmt.Sprintf("%d applies in the last 24 h (budget %d)", applies, *pol.DailyBudget))
+	return first
+}
+
+func ifElse(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
+
+// lastChange is when the newest write took effect, or — while it is
+// pending — when it was written.
+func lastChange(st *sink.State) time.Time {
+	t := st.EffectiveAt
+	if st.Pending != nil && st.Pending.Since.After(t) {
+		t = st.Pending.Since
+	}
+	for _, e := range st.History {
+		if e.EffectiveAt != nil && e.EffectiveAt.After(t) {
+			t = *e.EffectiveAt
+		}
+	}
+	return t
+}
+
+// deadband returns why the change is inside the deadband ("" when it is not).
+func deadband(cur gate.Settings, rc Candidate, band float64) string {
+	if rc.Settings.Mode != cur.Mode {
+		return ""
+	}
+	a, b := CurrentBar(cur), rc.Bar
+	if math.IsInf(a, 1) || math.IsInf(b, 1) {
+		if math.IsInf(a, 1) && math.IsInf(b, 1) {
+			return "no bar before or after"
+		}
+		return ""
+	}
+	if rel := math.Abs(b/a - 1); rel < band {
+		return fmt.Sprintf("the bar moves %.0f → %.0f tokens (%.1f %%), inside the %.0f %% deadband", a, b, rel*100, band*100)
+	}
+	return ""
+}
+
+// clampStep moves the recommendation at most ×/÷ maxStep from the current
+// bar (clamped, not held): the candidate of the same mode nearest to the
+// clamped bar.
+func clampStep(cands []Candidate, best int, maxStep, floor float64) (int, *StepNote) {
+	cur := cands[0].Bar
+	want := cands[best].Bar
+	if best == 0 || math.IsInf(cur, 1) || maxStep <= 1 {
+		return best, nil
+	}
+	lo, hi := cur/maxStep, cur*maxStep
+	target := want
+	switch {
+	case math.IsInf(want, 1) || want > hi*(1+1e-9):
+		target = hi
+	case want < lo*(1-1e-9):
+		target = lo
+	default:
+		return best, nil
+	}
+	idx, bestD := best, math.Inf(1)
+	for i, c := range cands[1:] {
+		if c.Settings.Mode != cands[best].Settings.Mode || math.IsInf(c.Bar, 1) || (c.Bar < floor && c.Bar < lo) {
+			continue
+		}
+		if d := barDistance(c.Bar, target); d < bestD {
+			idx, bestD = i+1, d
+		}
+	}
+	return idx, &StepNote{WantedBarTokens: barPtr(want), ClampedBarTokens: barPtr(cands[idx].Bar), MaxStep: maxStep}
+}
+
+func barPtr(b float64) *float64 {
+	if math.IsInf(b, 1) {
+		return nil
+	}
+	return &b
+}
+
+// chooseThroughput returns the rate written as peakPrefillThroughput and a
+// note. The drain-rate estimate is written when conclusive (or a labelled
+// prior); otherwise the configured value is kept — the token bar the gate
+// decides on does not depend on it — and the note says why.
+func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Target) (float64, ThroughputNote) {
+	d := est.DrainRate
+	calibrated := params.PPTSource() == gate.PPTCalibrated
+	if d.Value != nil && (d.Status == estimator.StatusOK || d.Status == estimator.StatusPrior) && !calibrated {
+		note := fmt.Sprintf("drain-rate estimate (%s, confidence %.2f)", d.Method, d.Confidence)
+		if d.Prior {
+			note = fmt.Sprintf("prior %s (%s), live evidence insufficient", d.Source, d.Method)
+		}
+		return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: note}
+	}
+	why := "drain rate inconclusive"
+	if len(d.Reasons) > 0 {
+		why += " (" + reasonsOf(d.Reasons) + ")"
+	}
+	if calibrated {
+		if t.AllowCalibrationOverride && d.Value != nil && d.Status == estimator.StatusOK {
+			return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: "drain-rate estimate over the calibrated value (allowCalibrationOverride)"}
+		}
+		return 0, ThroughputNote{Note: "peakPrefillThroughput is calibrated and its value unknown here; " + why}
+	}
+	return params.PeakPrefillThroughput, ThroughputNote{Value: params.PeakPrefillThroughput,
+		Note: fmt.Sprintf("kept the configured %.0f tok/s (%s): only maxTTFTPenaltyMs moves, which sets the token bar exactly", params.PeakPrefillThroughput, why)}
+}
+
+func secondsRate(drain float64) float64 { return drain }
+
+// changesFor is the edit that turns the current parameters into the candidate's.
+func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
+	ch := eppconfig.Change{Target: inst.Target(), Set: map[gate.Key]eppconfig.Value{}}
+	s := rc.Settings
+	if s.MaxTTFTPenaltyMs != params.MaxTTFTPenaltyMs || !params.Present.Has(gate.KeyMaxTTFTPenaltyMs) {
+		ch.Set[gate.KeyMaxTTFTPenaltyMs] = eppconfig.Number(s.MaxTTFTPenaltyMs)
+	}
+	if writePPT && (s.PeakPrefillThroughput != params.PeakPrefillThroughput || !params.Present.Has(gate.KeyPeakPrefillThroughput)) {
+		ch.Set[gate.KeyPeakPrefillThroughput] = eppconfig.Number(s.PeakPrefillThroughput)
+	}
+	if s.Mode != params.PenaltyMode {
+		if s.Mode == gate.ModeStatic && params.Present.Has(gate.KeyPenaltyMode) {
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("static")
+		} else if s.Mode == gate.ModeMatchedTokens {
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("matchedTokens")
+		}
+	}
+	if rc.Current {
+		ch.Set = map[gate.Key]eppconfig.Value{}
+	}
+	return []eppconfig.Change{ch}
+}
+
+func viewOf(s gate.Settings, p gate.Params) SettingsView {
+	v := SettingsView{Mode: s.Mode.String(), MaxTTFTPenaltyMs: s.MaxTTFTPenaltyMs, PeakPrefillThroughput: s.PeakPrefillThroughput,
+		PPTSource: p.PPTSource().String(), TTFTSource: s.Source.String(), AffinityThreshold: s.AffinityThreshold}
+	v.BarTokens = barPtr(CurrentBar(s))
+	return v
+}
+
+func brief(e *estimator.Estimates) EstimatesBrief {
+	b := EstimatesBrief{Status: string(e.Status), DrainRate: e.DrainRate.Value, DrainStatus: string(e.DrainRate.Status),
+		DrainConfidence: e.DrainRate.Confidence, DrainInterval: e.DrainRate.Interval, Nominal: e.Nominal.Value,
+		PerRequestRate: e.PerRequestRate.Value, PromptP50: e.Prompt.P50, PromptP90: e.Prompt.P90, CachedMean: e.Cached.Mean,
+		RequestRate: e.RequestRate.Value}
+	for _, r := range e.Reasons {
+		b.Reasons = append(b.Reasons, r.Part+":"+string(r.Code))
+	}
+	return b
+}
+
+func row(c Candidate, counts *shadow.Counts, scale float64) ShadowRow {
+	return ShadowRow{Settings: c.Settings.String(), Verdicts: counts.Verdicts, Outcomes: counts.Outcomes,
+		Rates: shadow.RatesOf(counts), ExcessTokens: counts.ExcessTokens * scale}
+}
+
+func costPair(cur, rec float64, width, cooldown time.Duration, rate float64) CostPair {
+	c := CostPair{Current: cur, Recommended: rec}
+	if cur > 0 {
+		r := rec / cur
+		c.Ratio = &r
+	}
+	if width > 0 {
+		c.SavingPerSecond = (cur - rec) / width.Seconds()
+		c.SavingOverCooldown = c.SavingPerSecond * cooldown.Seconds()
+	}
+	if rate > 0 {
+		a, b := cur/rate, rec/rate
+		c.CurrentSeconds, c.RecommendedSeconds = &a, &b
+	}
+	return c
+}
+
+// restartCost estimates the tokens re-prefilled after an EPP restart: for
+// the warm-up, requests land without affinity, and on N endpoints a request
+// finds its prefix on the endpoint it lands on with probability 1/N.
+func restartCost(e *estimator.Estimates, warmup time.Duration) RestartCost {
+	rc := RestartCost{WarmupSeconds: warmup.Seconds(), Formula: "requestRate × mean cached tokens × warm-up × (N−1)/N"}
+	n := float64(len(e.Routing.Endpoints))
+	if e.RequestRate.Value == nil || e.Cached.Mean == nil || n < 1 {
+		rc.Formula += " (unknown inputs: counted as 0)"
+		return rc
+	}
+	rc.Tokens = *e.RequestRate.Value * *e.Cached.Mean * warmup.Seconds() * (n - 1) / n
+	return rc
+}
+
+// snapshotCoverage is the fraction of the window's expected snapshots present.
+func snapshotCoverage(e *estimator.Estimates, w WindowView) float64 {
+	step := e.InFlight.StepSeconds
+	if step <= 0 {
+		return 0
+	}
+	want := w.To.Sub(w.From).Seconds() / step
+	got := 0
+	for _, s := range e.InFlight.Snapshots {
+		if !s.Time.Before(w.From) && s.Time.Before(w.To) {
+			got++
+		}
+	}
+	if want <= 0 {
+		return 0
+	}
+	return math.Min(1, float64(got)/math.Floor(want))
+}
+
+// consistency is the fraction of sub-windows (with known verdicts) in which
+// the recommendation costs no more than the current settings.
+func consistency(parts []*shadow.Accumulator, rec int) float64 {
+	n, ok := 0, 0
+	for _, p := range parts {
+		if p.Counts(0).Known() == 0 {
+			continue
+		}
+		n++
+		if p.Counts(rec).ExcessTokens <= p.Counts(0).ExcessTokens {
+			ok++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(ok) / float64(n)
+}
+
+func applyReason(rep *Report) string {
+	r := rep.Recommendation
+	return fmt.Sprintf("%s: bar %s → %s tokens; wrongly held %s → %s", r.Mode, barText(rep.Current.BarTokens), barText(r.EffectiveBarTokens),
+		pctText(r.Evidence.Shadow.Current.Rates.WronglyHeld), pctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld))
+}
+
+func evidenceLine(rep *Report) string {
+	ev := rep.Recommendation.Evidence
+	parts := []string{
+		fmt.Sprintf("source %s, %d decisions (%d known)", ev.Source, ev.Window.Decisions, ev.Window.Known),
+		fmt.Sprintf("excess %.3g → %.3g tokens", ev.ExcessCost.Current, ev.ExcessCost.Recommended),
+		fmt.Sprintf("confidence %.2f", rep.Recommendation.Confidence),
+		"ppt: " + ev.Throughput.Note,
+	}
+	return strings.Join(parts, "; ")
+}
+
+func barText(b *float64) string {
+	if b == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f", *b)
+}
+
+func pctText(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *v*100)
+}
+
+func recHash(r *Recommendation) string {
+	b, _ := json.Marshal([]any{r.Target, r.Mode, r.MaxTTFTPenaltyMs, r.PeakPrefillThroughput})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// windowOpen reports whether now falls in an apply window, and when the
+// next opens.
+func windowOpen(w *config.ApplyWindow, now time.Time) (bool, time.Time) {
+	sched, err := config.ParseSchedule(w.Schedule)
+	if err != nil {
+		return false, time.Time{}
+	}
+	// The latest activation at or before now is the first one after now−duration, if ≤ now.
+	if act := sched.Next(now.Add(-w.Duration)); !act.After(now) {
+		return true, act
+	}
+	return false, sched.Next(now)
+}
