@@ -16,7 +16,7 @@ import (
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
-	"github.com/gatetuner/gatetuner/tuner/internal/simenv"
+	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 

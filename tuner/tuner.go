@@ -39,10 +39,13 @@ type Target struct {
 	Est     estimator.Target
 	// Records is an exact decision source; nil means the Prometheus model.
 	Records DecisionSource
+	// Estimator, when set, replaces the Tuner's for this target.
+	Estimator Estimator
 }
 
 // Tuner runs guarded tuning cycles.
 type Tuner struct {
+	// Estimator serves targets that have none of their own.
 	Estimator Estimator
 	// Clock is the time source (time.Now when nil).
 	Clock   func() time.Time
@@ -73,7 +76,9 @@ type Report struct {
 	// Diff is the exact change the recommendation makes to the EPP config
 	// (what was written, or would be).
 	Diff string `json:"diff,omitempty"`
-	// Patch is the edited config text (for --output patch users).
+	// Changes are the edits the recommendation makes (for --output patch).
+	Changes []eppconfig.Change `json:"-"`
+	// NewConfig is the edited config text.
 	NewConfig []byte               `json:"-"`
 	OldConfig []byte               `json:"-"`
 	Source    string               `json:"source,omitempty"`
@@ -325,7 +330,11 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	}
 
 	ectx, span := t.stage(ctx, "estimate")
-	est, err := t.Estimator.Estimate(ectx, tg.Est, now)
+	estr := tg.Estimator
+	if estr == nil {
+		estr = t.Estimator
+	}
+	est, err := estr.Estimate(ectx, tg.Est, now)
 	span.End()
 	if err != nil {
 		rep.Result, rep.Error = ResultError, fmt.Sprintf("estimate: %v", err)
@@ -468,6 +477,7 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 
 	// The edit the recommendation makes.
 	changes := changesFor(inst, params, rc, ppt.Write)
+	rep.Changes = changes
 	if len(changes[0].Set) > 0 || len(changes[0].Remove) > 0 {
 		if out, diff, err := snap.Preview(changes); err == nil {
 			rep.NewConfig, rep.Diff = out, diff
@@ -580,10 +590,17 @@ func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.
 		"no calibrated throughput is overridden"))
 	eff := lastChange(st)
 	cooling := !eff.IsZero() && now.Sub(eff) < pol.Cooldown
+	applies := st.AppliesSince(now.Add(-pol.BudgetWindow))
+	if belowFloor && rc.Bar >= ev.ReleaseChainFloorTokens {
+		// Raising a bar out of the release-chain hazard does not wait.
+		detail := "a raise out of the release-chain hazard is not delayed"
+		check("cooldown", true, HoldCooldown, detail+fmt.Sprintf(" (last change %s ago)", now.Sub(eff).Round(time.Second)))
+		check("budget", true, HoldBudget, detail+fmt.Sprintf(" (%d applies in the last %s)", applies, pol.BudgetWindow))
+		return first
+	}
 	check("cooldown", !cooling, HoldCooldown, ifElse(cooling,
 		fmt.Sprintf("the last change took effect %s ago (cooldown %s)", now.Sub(eff).Round(time.Second), pol.Cooldown), "no change within the cooldown"))
-	applies := st.AppliesSince(now.Add(-24 * time.Hour))
-	check("budget", applies < *pol.DailyBudget, HoldBudget, fmt.Sprintf("%d applies in the last 24 h (budget %d)", applies, *pol.DailyBudget))
+	check("budget", applies < *pol.DailyBudget, HoldBudget, fmt.Sprintf("%d applies in the last %s (budget %d)", applies, pol.BudgetWindow, *pol.DailyBudget))
 	return first
 }
 

@@ -114,9 +114,11 @@ type Policy struct {
 	// Deadband on the token bar (relative).
 	Deadband *float64 `mapstructure:"deadband"`
 	// MaxStep bounds each apply's bar move (×/÷).
-	MaxStep         *float64      `mapstructure:"maxStep"`
-	Cooldown        time.Duration `mapstructure:"cooldown"`
-	DailyBudget     *int          `mapstructure:"dailyBudget"`
+	MaxStep     *float64      `mapstructure:"maxStep"`
+	Cooldown    time.Duration `mapstructure:"cooldown"`
+	DailyBudget *int          `mapstructure:"dailyBudget"`
+	// BudgetWindow is the span the budget counts applies over (default 24h).
+	BudgetWindow    time.Duration `mapstructure:"budgetWindow"`
 	ApplyWindow     *ApplyWindow  `mapstructure:"applyWindow"`
 	RestartWarmup   time.Duration `mapstructure:"restartWarmup"`
 	Verification    Verification  `mapstructure:"verification"`
@@ -173,7 +175,7 @@ type Target struct {
 var defaultPolicy = Policy{
 	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute,
 	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), Deadband: ptr(0.2), MaxStep: ptr(4.0),
-	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), RestartWarmup: 10 * time.Minute,
+	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), BudgetWindow: 24 * time.Hour, RestartWarmup: time.Minute,
 	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute},
 	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
 }
@@ -388,6 +390,9 @@ func merge(p, def Policy) Policy {
 	}
 	if p.DailyBudget == nil {
 		p.DailyBudget = def.DailyBudget
+	}
+	if p.BudgetWindow == 0 {
+		p.BudgetWindow = def.BudgetWindow
 	}
 	if p.ApplyWindow == nil {
 		p.ApplyWindow = def.ApplyWindow

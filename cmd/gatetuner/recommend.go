@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatetuner/gatetuner/estimator/prom"
+	"github.com/gatetuner/gatetuner/exporter"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/tuner"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/daemon"
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/test/simenv"
+)
+
+func init() { commands = append(commands, newRecommendCmd) }
+
+type recommendOpts struct {
+	config, target, output, patchFile string
+	// Simulated world instead of a config.
+	scenario, eppConfig, profile, phase string
+	seed                                uint64
+	logLevel, logFormat                 string
+}
+
+func newRecommendCmd(a *app) *cobra.Command {
+	var o recommendOpts
+	cmd := &cobra.Command{
+		Use:   "recommend (--config FILE [--target NAME] | --scenario NAME --epp-config FILE)",
+		Short: "Dry run: one cycle; current against recommended settings, evidence, guards and the exact diff",
+		Long: `recommend runs one tuning cycle per target without writing anything and prints the
+current and recommended settings, the evidence (estimates, shadow of both, excess and
+restart cost), the confidence, every guard with its verdict, and the exact diff the
+daemon would write.
+
+--output json prints the decision records; --output patch prints only the diff as a
+patch (a/ b/ paths) for teams that change configs through Git. With --patch-file the
+same change is spliced into that file instead (an EndpointPickerConfig or a ConfigMap
+manifest in your repository), so 'git apply' takes it.
+
+Without a config, --scenario runs the fleet simulator into an embedded Prometheus and
+recommends for the EPP config given with --epp-config, as if it ran that fleet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRecommend(cmd.Context(), a, &o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "", "daemon config file (targets, Prometheus)")
+	f.StringVar(&o.target, "target", "", "only this target")
+	f.StringVarP(&o.output, "output", "o", "text", "text, json or patch")
+	f.StringVar(&o.patchFile, "patch-file", "", "with --output patch: splice the change into this file (EPP config or ConfigMap manifest) and print its patch")
+	f.StringVar(&o.scenario, "scenario", "", "simulate this scenario (or YAML file) instead of reading Prometheus: "+strings.Join(fleetsim.ScenarioNames(), ", "))
+	f.StringVar(&o.eppConfig, "epp-config", "", "with --scenario: the EPP config the fleet runs")
+	f.StringVar(&o.profile, "profile", gate.DefaultProfileName, "with --scenario: the EPP build profile")
+	f.StringVar(&o.phase, "phase", "", "with --scenario: simulate up to this phase (default: all)")
+	f.Uint64Var(&o.seed, "seed", 1, "with --scenario: simulator seed")
+	addLogFlags(f, &o.logLevel, &o.logFormat)
+	return cmd
+}
+
+func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
+	switch {
+	case o.output != "text" && o.output != "json" && o.output != "patch":
+		return usageErr("--output must be text, json or patch, got %q", o.output)
+	case o.patchFile != "" && o.output != "patch":
+		return usageErr("--patch-file goes with --output patch")
+	case (o.config == "") == (o.scenario == ""):
+		return usageErr("give either --config FILE or --scenario NAME --epp-config FILE")
+	case o.scenario != "" && o.eppConfig == "":
+		return usageErr("--scenario needs --epp-config (the EPP config the simulated fleet runs)")
+	}
+	logger, err := newLogger(a, o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	var cfg *config.Config
+	deps := daemon.Deps{Logger: logger, Metrics: exporter.New(version, commit), ReadOnly: true}
+	if o.config != "" {
+		if cfg, err = loadConfig(a, o.config); err != nil {
+			return err
+		}
+		cfg.LeaderElection.Enabled = false
+	} else {
+		var cleanup func()
+		cfg, deps, cleanup, err = simulatedWorld(ctx, o, deps)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	d, err := daemon.New(ctx, cfg, deps)
+	if err != nil {
+		return asUsage(err)
+	}
+	defer d.Close()
+	reps, err := d.RunOnce(ctx, o.target)
+	if err != nil {
+		return asUsage(err)
+	}
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reps)
+	case "patch":
+		return writePatches(a.stdout, reps, o.patchFile, cfg)
+	}
+	for _, r := range reps {
+		writeReport(a.stdout, r)
+	}
+	return nil
+}
+
+// simulatedWorld runs the scenario into an embedded Prometheus and returns a
+// config with one file target (mode off) over the given EPP config.
+func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*config.Config, daemon.Deps, func(), error) {
+	sc, err := loadScenario(o.scenario)
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	prof, err := gate.LookupProfile(o.profile)
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	path, err := filepath.Abs(o.eppConfig)
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, deps, nil, usageErr("--epp-config: %v", err)
+	}
+	f, err := eppconfig.Parse(data, o.eppConfig)
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	in, err := f.Select(eppconfig.Target{})
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	params, err := in.Params(prof)
+	if err != nil {
+		return nil, deps, nil, asUsage(err)
+	}
+	dir, err := os.MkdirTemp("", "gatetuner-recommend-")
+	if err != nil {
+		return nil, deps, nil, err
+	}
+	var end time.Time
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Now: func() time.Time { return end }, Logger: quietLogger()})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, deps, nil, err
+	}
+	cleanup := func() { emb.Close(); os.RemoveAll(dir) }
+	end = fleetsim.DefaultBaseTime().Add(1000 * time.Hour)
+	cur := params.Settings(prof.MissingSignal)
+	opt := fleetsim.Options{Seed: o.seed, Last: o.phase, SettingsFor: func(int) gate.Settings { return cur }}
+	if _, end, err = simenv.Fill(ctx, emb, sc, opt); err != nil {
+		cleanup()
+		return nil, deps, nil, err
+	}
+	at := end.Add(7 * time.Second)
+	pol := simPolicy(sc)
+	et := simenv.EstimatorTarget(sc)
+	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
+		Name: sc.Target, File: path, Plugin: in.Plugin.Name, Profile: prof.Name,
+		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
+		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
+	}}}
+	deps.Querier, deps.Clock, deps.Seed = emb, func() time.Time { return at }, o.seed
+	return cfg, deps, cleanup, nil
+}
+
+// simPolicy is the default policy with its clocks scaled to a simulated
+// scenario's compressed day (a phase of 20 minutes stands for hours).
+func simPolicy(sc *fleetsim.Scenario) config.Policy {
+	p := config.DefaultPolicy()
+	p.Mode = config.ModeOff
+	p.Lookback = 20 * time.Minute
+	if d := sc.Phases[0].Duration; d > 0 && d < p.Lookback {
+		p.Lookback = d
+	}
+	// A day of the scenario lasts its duration: scale the day-long guards.
+	scale := float64(sc.Duration()) / float64(24*time.Hour)
+	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
+	p.BudgetWindow = sc.Duration()
+	p.RestartWarmup = time.Duration(float64(p.RestartWarmup) * scale)
+	bs := sc.EPP.PrefixIndex.BlockSizeTokens
+	p.BlockSizeTokens = &bs
+	return p
+}
+
+func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
+	for _, r := range reps {
+		if len(r.NewConfig) == 0 {
+			fmt.Fprintf(os.Stderr, "gatetuner: %s: no change to patch (%s)\n", r.Target, holdText(r))
+			continue
+		}
+		if patchFile == "" {
+			name := r.Target
+			for _, t := range cfg.Targets {
+				if t.Name == r.Target && t.File != "" {
+					name = strings.TrimPrefix(t.File, "/")
+				} else if t.Name == r.Target {
+					name = fmt.Sprintf("%s/%s/%s", t.Namespace, t.ConfigMap, t.Key)
+				}
+			}
+			fmt.Fprint(w, eppconfig.Diff("a/"+name, "b/"+name, r.OldConfig, r.NewConfig))
+			continue
+		}
+		data, err := os.ReadFile(patchFile)
+		if err != nil {
+			return usageErr("--patch-file: %v", err)
+		}
+		f, err := eppconfig.Parse(data, patchFile)
+		if err != nil {
+			return asUsage(err)
+		}
+		var prof gate.Profile
+		if prof, err = cfg.ResolveProfile(profileOf(cfg, r.Target)); err != nil {
+			return asUsage(err)
+		}
+		changes := make([]eppconfig.Change, len(r.Changes))
+		for i, c := range r.Changes {
+			c.Target.DataKey = "" // the repository file may lay keys out differently
+			changes[i] = c
+		}
+		out, err := f.Edit(changes, prof)
+		if err != nil {
+			return asUsage(fmt.Errorf("splice into %s: %w", patchFile, err))
+		}
+		name := filepath.ToSlash(patchFile)
+		fmt.Fprint(w, eppconfig.Diff("a/"+name, "b/"+name, data, out))
+	}
+	return nil
+}
+
+func profileOf(cfg *config.Config, target string) string {
+	for _, t := range cfg.Targets {
+		if t.Name == target {
+			return t.Profile
+		}
+	}
+	return ""
+}
+
+func holdText(r *tuner.Report) string {
+	if r.Hold != nil {
+		return string(r.Hold.Reason) + ": " + r.Hold.Detail
+	}
+	return string(r.Result)
+}

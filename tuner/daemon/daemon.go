@@ -1,0 +1,399 @@
+// Package daemon runs gatetuner in-cluster: it builds a tuning target per
+// configured EPP filter instance, runs a cycle per target on its cron
+// schedule while it holds the leader Lease, and serves /metrics, /healthz,
+// /readyz and the last decision records.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/estimator/prom"
+	"github.com/gatetuner/gatetuner/exporter"
+	"github.com/gatetuner/gatetuner/tuner"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/leader"
+	"github.com/gatetuner/gatetuner/tuner/sink"
+)
+
+// Deps are the daemon's injected dependencies; zero values get production defaults.
+type Deps struct {
+	Logger  *slog.Logger
+	Metrics *exporter.Metrics
+	Tracer  trace.Tracer
+	// Clock is the time source of cycles and guards.
+	Clock func() time.Time
+	// Querier replaces the one built from the config (tests, the demo).
+	Querier prom.Querier
+	// Kube replaces the client built from the config.
+	Kube kubernetes.Interface
+	// Identity names this replica (leader election, history); default POD_NAME or the hostname.
+	Identity string
+	// ReadOnly opens every sink read-only (recommend).
+	ReadOnly bool
+	// SinkOptions adjusts every sink's options (tests, the demo's restart hook).
+	SinkOptions func(*sink.Options)
+	// Seed makes the Prometheus model reproducible.
+	Seed uint64
+}
+
+// Daemon is a configured gatetuner.
+type Daemon struct {
+	cfg     *config.Config
+	deps    Deps
+	log     *slog.Logger
+	tuner   *tuner.Tuner
+	targets []*tuner.Target
+	kube    kubernetes.Interface
+	closers []func()
+
+	mu      sync.Mutex
+	reports map[string]*tuner.Report
+	ready   atomic.Bool
+	beat    atomic.Int64 // unix nanos of the scheduler's last heartbeat
+	elector *leader.Elector
+}
+
+// New builds the daemon's targets from the config.
+func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = exporter.New("dev", "unknown")
+	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
+	if deps.Identity == "" {
+		deps.Identity = identity()
+	}
+	d := &Daemon{cfg: cfg, deps: deps, log: deps.Logger, reports: map[string]*tuner.Report{}}
+	q := deps.Querier
+	if q == nil {
+		var err error
+		if q, err = d.querier(ctx); err != nil {
+			return nil, err
+		}
+	}
+	d.kube = deps.Kube
+	needKube := cfg.LeaderElection.Enabled
+	for _, t := range cfg.Targets {
+		needKube = needKube || t.ConfigMap != ""
+	}
+	if needKube && d.kube == nil {
+		c, err := kubeClient(cfg.Kubernetes.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		d.kube = c
+	}
+	d.tuner = &tuner.Tuner{Clock: deps.Clock, Metrics: deps.Metrics, Tracer: deps.Tracer, Logger: deps.Logger, Seed: deps.Seed}
+	for _, ct := range cfg.Targets {
+		tg, err := d.buildTarget(ctx, ct, q)
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
+		}
+		d.targets = append(d.targets, tg)
+	}
+	d.ready.Store(true)
+	return d, nil
+}
+
+func identity() string {
+	if p := os.Getenv("POD_NAME"); p != "" {
+		return p
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "gatetuner"
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+		}
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	rc.UserAgent = "gatetuner"
+	return kubernetes.NewForConfig(rc)
+}
+
+func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
+	p := d.cfg.Prometheus
+	observer := func(ev prom.QueryEvent) {
+		kind := ""
+		if ev.Err != nil {
+			kind = prom.KindOf(ev.Err).String()
+		}
+		d.deps.Metrics.ObserveQuery(ev.Backend, ev.Duration, kind)
+	}
+	switch p.URL {
+	case "":
+		return nil, errors.New("prometheus.url is required (an http(s) URL, or embedded)")
+	case "embedded":
+		dir, err := os.MkdirTemp("", "gatetuner-tsdb-")
+		if err != nil {
+			return nil, err
+		}
+		emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Observer: observer, Logger: d.log.With("component", "embedded-prometheus")})
+		if err != nil {
+			return nil, err
+		}
+		var targets []prom.ScrapeTarget
+		for _, a := range p.Scrape {
+			targets = append(targets, prom.ScrapeTarget{Job: "gatetuner-scrape", Addrs: []string{a}})
+		}
+		if len(targets) > 0 {
+			if _, err := emb.StartScraper(ctx, prom.ScrapeConfig{Targets: targets, Interval: p.ScrapeInterval}); err != nil {
+				emb.Close()
+				return nil, err
+			}
+		}
+		d.closers = append(d.closers, func() { emb.Close(); os.RemoveAll(dir) })
+		return emb, nil
+	}
+	h, err := prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
+		TLS: prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
+		Observer: observer, Logger: d.log})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus: %w", err)
+	}
+	d.closers = append(d.closers, h.Close)
+	return h, nil
+}
+
+func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Querier) (*tuner.Target, error) {
+	prof, err := d.cfg.ResolveProfile(ct.Profile)
+	if err != nil {
+		return nil, err
+	}
+	st := sink.Target{Name: ct.Name, Namespace: ct.Namespace, ConfigMap: ct.ConfigMap, Key: ct.Key, Deployment: ct.Deployment,
+		File: ct.File, Profile: prof}
+	if ct.Plugin != "" {
+		st.Plugins = []string{ct.Plugin}
+	}
+	if !st.IsFile() {
+		st.Mode = sink.ModeConfigMap
+		if ct.Mode == config.ModeRollout {
+			st.Mode = sink.ModeRollout
+		}
+	}
+	so := sink.Options{Client: d.kube, Identity: d.deps.Identity, Logger: d.log, ReadOnly: d.deps.ReadOnly || ct.Mode == config.ModeOff,
+		RolloutTimeout: ct.Verification.RolloutTimeout}
+	if ct.Mode == config.ModeRollout {
+		so.Verify = &sink.Verify{Querier: q, Selector: ct.Selector.EPP, VLLMSelector: ct.Selector.VLLM,
+			Margin: ct.Verification.TTFTMargin, Window: ct.Verification.Window}
+	}
+	if d.deps.SinkOptions != nil {
+		d.deps.SinkOptions(&so)
+	}
+	sk, err := sink.New(st, so)
+	if err != nil {
+		return nil, err
+	}
+	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens}
+	switch {
+	case ct.PriorPPT > 0:
+		et.Prior = &estimator.Prior{Value: ct.PriorPPT, Origin: estimator.PriorConfigured, Detail: "config priorPPT"}
+	case ct.CalibrationFile != "":
+		if et.Prior, err = estimator.LoadCalibrationPrior(ct.CalibrationFile, ""); err != nil {
+			return nil, fmt.Errorf("calibrationFile: %w", err)
+		}
+	}
+	if err := et.Validate(); err != nil {
+		return nil, err
+	}
+	est, err := estimator.New(q, d.deps.Clock, estimator.Config{Lookback: ct.Lookback, Window: ct.SaturationWindow})
+	if err != nil {
+		return nil, err
+	}
+	tg := &tuner.Target{Config: ct, Profile: prof, Sink: sk, Est: et, Estimator: est}
+	if ct.DecisionSource == config.SourceRecords {
+		switch {
+		case ct.Records.File != "":
+			tg.Records = &tuner.RecordsFile{Path: ct.Records.File, Target: ct.Name, Plugin: ct.Plugin}
+		case ct.Records.URL != "":
+			s := &tuner.RecordsStream{URL: ct.Records.URL, Target: ct.Name, Plugin: ct.Plugin, Retention: ct.Lookback}
+			sctx, cancel := context.WithCancel(context.Background())
+			go s.Run(sctx)
+			d.closers = append(d.closers, cancel)
+			tg.Records = s
+		}
+	}
+	return tg, nil
+}
+
+// Targets returns the configured targets.
+func (d *Daemon) Targets() []*tuner.Target { return d.targets }
+
+// RunOnce runs one cycle for each target (or the one named) now.
+func (d *Daemon) RunOnce(ctx context.Context, name string) ([]*tuner.Report, error) {
+	var out []*tuner.Report
+	for _, tg := range d.targets {
+		if name != "" && tg.Config.Name != name {
+			continue
+		}
+		out = append(out, d.cycle(ctx, tg))
+	}
+	if name != "" && len(out) == 0 {
+		var names []string
+		for _, tg := range d.targets {
+			names = append(names, tg.Config.Name)
+		}
+		return nil, fmt.Errorf("no target named %q (configured: %v)", name, names)
+	}
+	return out, nil
+}
+
+// cycle runs one target's cycle, never letting a panic escape.
+func (d *Daemon) cycle(ctx context.Context, tg *tuner.Target) (rep *tuner.Report) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("cycle panicked", "target", tg.Config.Name, "panic", r)
+			rep = &tuner.Report{Target: tg.Config.Name, At: d.deps.Clock(), Result: tuner.ResultError, Error: fmt.Sprintf("panic: %v", r)}
+			d.deps.Metrics.Cycles.WithLabelValues(tg.Config.Name, string(tuner.ResultError)).Inc()
+		}
+		d.mu.Lock()
+		d.reports[tg.Config.Name] = rep
+		d.mu.Unlock()
+	}()
+	return d.tuner.Cycle(ctx, tg)
+}
+
+// Run schedules the cycles until ctx ends: directly, or only while this
+// replica holds the leader Lease. It returns after running cycles finish.
+func (d *Daemon) Run(ctx context.Context) error {
+	go d.heartbeat(ctx)
+	le := d.cfg.LeaderElection
+	if !le.Enabled {
+		d.deps.Metrics.Leader.Set(1)
+		d.schedule(ctx)
+		return nil
+	}
+	el, err := leader.New(leader.Config{Client: d.kube, Namespace: le.Namespace, Name: le.Name, Identity: d.deps.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod, Logger: d.log})
+	if err != nil {
+		return err
+	}
+	d.elector = el
+	return el.Run(ctx, func(lctx context.Context) {
+		d.deps.Metrics.Leader.Set(1)
+		defer d.deps.Metrics.Leader.Set(0)
+		d.schedule(lctx)
+	})
+}
+
+// schedule runs each target's cycle on its cron schedule until ctx ends,
+// skipping a run while the previous one is still going.
+func (d *Daemon) schedule(ctx context.Context) {
+	c := cron.New(cron.WithParser(cron.NewParser(cron.Minute|cron.Hour|cron.Dom|cron.Month|cron.Dow|cron.Descriptor)),
+		cron.WithChain(cron.Recover(cronLogger{d.log}), cron.SkipIfStillRunning(cronLogger{d.log})))
+	for _, tg := range d.targets {
+		tg := tg
+		if _, err := c.AddFunc(tg.Config.Schedule, func() { d.cycle(ctx, tg) }); err != nil {
+			d.log.Error("schedule", "target", tg.Config.Name, "error", err)
+		}
+	}
+	d.log.Info("scheduling cycles", "targets", len(d.targets), "identity", d.deps.Identity)
+	c.Start()
+	<-ctx.Done()
+	stop := c.Stop()
+	select {
+	case <-stop.Done():
+	case <-time.After(2 * time.Minute):
+		d.log.Warn("cycles still running after 2m; leaving them")
+	}
+}
+
+func (d *Daemon) heartbeat(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	d.beat.Store(time.Now().UnixNano())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.beat.Store(time.Now().UnixNano())
+		}
+	}
+}
+
+type cronLogger struct{ l *slog.Logger }
+
+func (c cronLogger) Info(msg string, kv ...any) { c.l.Debug("cron: "+msg, kv...) }
+func (c cronLogger) Error(err error, msg string, kv ...any) {
+	c.l.Error("cron: "+msg, append(kv, "error", err)...)
+}
+
+// Handler serves /metrics, /healthz, /readyz and /reports.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.deps.Metrics.Registry, promhttp.HandlerOpts{Registry: d.deps.Metrics.Registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		// Alive: the process runs and its scheduler's heartbeat is recent.
+		// A Prometheus outage is not ill health: it shows as holds and metrics.
+		if last := d.beat.Load(); last != 0 && time.Since(time.Unix(0, last)) > time.Minute {
+			http.Error(w, "scheduler heartbeat stale", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/reports", func(w http.ResponseWriter, _ *http.Request) {
+		d.mu.Lock()
+		var reps []*tuner.Report
+		for _, r := range d.reports {
+			reps = append(reps, r)
+		}
+		d.mu.Unlock()
+		sort.Slice(reps, func(i, j int) bool { return reps[i].Target < reps[j].Target })
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(reps)
+	})
+	return mux
+}
+
+// Close releases the daemon's resources.
+func (d *Daemon) Close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+	d.closers = nil
+}
