@@ -16,11 +16,11 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/daemon"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
-	"github.com/gatetuner/gatetuner/test/simenv"
 )
 
 func init() { commands = append(commands, newRecommendCmd) }

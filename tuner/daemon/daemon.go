@@ -181,7 +181,7 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 		return emb, nil
 	}
 	h, err := prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
-		TLS: prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
+		TLS:      prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
 		Observer: observer, Logger: d.log})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus: %w", err)
