@@ -1,11 +1,13 @@
 package main
 
 import (
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -123,6 +125,14 @@ func runShadow(a *app, o *shadowOpts) error {
 		}
 		defer fh.Close()
 		in = fh
+		if strings.HasSuffix(o.records, ".gz") {
+			zr, err := gzip.NewReader(fh)
+			if err != nil {
+				return usageErr("--records %s: %v", o.records, err)
+			}
+			defer zr.Close()
+			in = zr
+		}
 	}
 	var out *atomicFile
 	if o.decisionsOut != "" {

@@ -107,8 +107,10 @@ type Policy struct {
 	Lookback time.Duration `mapstructure:"lookback"`
 	// SaturationWindow is the estimator's saturated-window length.
 	SaturationWindow time.Duration `mapstructure:"saturationWindow"`
-	DecisionSource   string        `mapstructure:"decisionSource"`
-	MinConfidence    *float64      `mapstructure:"minConfidence"`
+	// SnapshotStep spaces the in-flight snapshots the Prometheus model replays.
+	SnapshotStep   time.Duration `mapstructure:"snapshotStep"`
+	DecisionSource string        `mapstructure:"decisionSource"`
+	MinConfidence  *float64      `mapstructure:"minConfidence"`
 	// GainRatio: the recommendation's excess cost must be ≤ this × the current's.
 	GainRatio *float64 `mapstructure:"gainRatio"`
 	// Deadband on the token bar (relative).
@@ -173,7 +175,7 @@ type Target struct {
 
 // Defaults for every knob, applied by Load.
 var defaultPolicy = Policy{
-	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute,
+	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
 	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), Deadband: ptr(0.2), MaxStep: ptr(4.0),
 	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), BudgetWindow: 24 * time.Hour, RestartWarmup: time.Minute,
 	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute},
@@ -369,6 +371,9 @@ func merge(p, def Policy) Policy {
 	}
 	if p.SaturationWindow == 0 {
 		p.SaturationWindow = def.SaturationWindow
+	}
+	if p.SnapshotStep == 0 {
+		p.SnapshotStep = def.SnapshotStep
 	}
 	if p.DecisionSource == "" {
 		p.DecisionSource = def.DecisionSource

@@ -28,7 +28,14 @@ func load(t *testing.T, yaml string, env map[string]string) (*Config, error) {
 }
 
 func TestExampleConfigLoads(t *testing.T) {
+	docs, err := os.ReadFile("../../docs/config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile("testdata/example.yaml")
+	if string(docs) != string(data) {
+		t.Fatal("docs/config.example.yaml and tuner/config/testdata/example.yaml differ; keep them equal")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

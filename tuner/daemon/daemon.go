@@ -231,7 +231,7 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 	if err := et.Validate(); err != nil {
 		return nil, err
 	}
-	est, err := estimator.New(q, d.deps.Clock, estimator.Config{Lookback: ct.Lookback, Window: ct.SaturationWindow})
+	est, err := estimator.New(q, d.deps.Clock, estimator.Config{Lookback: ct.Lookback, Window: ct.SaturationWindow, SnapshotStep: ct.SnapshotStep})
 	if err != nil {
 		return nil, err
 	}
