@@ -197,6 +197,9 @@ type EndpointLoad struct {
 	Tokens   float64 `json:"tokens"`
 	// Requests is null when llm_d_epp_inflight_requests is absent.
 	Requests *float64 `json:"requests"`
+	// Routed is the scheduling attempts to the endpoint in the snapshot's
+	// step (null when unknown): where requests were pinned at that time.
+	Routed *float64 `json:"routed,omitempty"`
 }
 
 // Snapshot is the EPP's in-flight view at one time, from one EPP replica.

@@ -166,6 +166,8 @@ func counterCached(source string, d *distInputs, prompt Distribution) Distributi
 type eppInputs struct {
 	g                      grid
 	tokens, reqs, freshest model.Matrix
+	// routed are the scheduling attempts per endpoint in each snapshot's step.
+	routed model.Matrix
 	inflightErr            errSlot
 	routing                model.Vector
 	routingErr             errSlot
@@ -209,6 +211,17 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 			d.routing = v
 			d.routingErr.set(err)
 		})
+		if f.InFlightTokens != "" {
+			// Where requests went around each snapshot: the endpoints a
+			// request is pinned to at that moment (summed over EPP replicas,
+			// which route different requests).
+			r.spawn(func() {
+				m, err := r.rangeQuery("sum by (endpoint_name) (increase("+vec(mEPPAttempts, sel)+"["+promDur(step)+"]))", d.g.start, at, step)
+				if err == nil {
+					d.routed = m
+				}
+			})
+		}
 	}
 }
 
@@ -367,6 +380,24 @@ func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
 			}
 		}
 	}
+	// Attempts per snapshot and endpoint, when the routed query answered.
+	routed := map[string][]float64{}
+	for _, ss := range d.routed {
+		ep := string(ss.Metric["endpoint_name"])
+		if ep == "" {
+			continue
+		}
+		row := make([]float64, n)
+		for i := range row {
+			row[i] = math.NaN()
+		}
+		for _, p := range ss.Values {
+			if k, ok := d.g.index(p.Timestamp); ok && finite(float64(p.Value)) {
+				row[k] = float64(p.Value)
+			}
+		}
+		routed[ep] = row
+	}
 	out.Replicas = append([]string(nil), reps.list...)
 	sort.Strings(out.Replicas)
 	// Endpoints in name order, and one backing array for the request counts.
@@ -408,6 +439,10 @@ func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
 				continue
 			}
 			l := EndpointLoad{Endpoint: eps.list[ei], Tokens: x}
+			if row, ok := routed[eps.list[ei]]; ok && !math.IsNaN(row[k]) {
+				v := row[k]
+				l.Routed = &v
+			}
 			if rq := req[base+ei]; !math.IsNaN(rq) {
 				if reqs == nil {
 					reqs = make([]float64, 0, bv.endpoints)

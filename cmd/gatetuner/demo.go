@@ -111,7 +111,16 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	if err != nil {
 		return err
 	}
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Now: now, Logger: quietLogger()})
+	metrics := exporter.New(version, commit)
+	metrics.Leader.Set(1) // one daemon, no election
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Now: now, Logger: quietLogger(),
+		Observer: func(ev prom.QueryEvent) {
+			kind := ""
+			if ev.Err != nil {
+				kind = prom.KindOf(ev.Err).String()
+			}
+			metrics.ObserveQuery(ev.Backend, ev.Duration, kind)
+		}})
 	if err != nil {
 		return err
 	}
@@ -123,7 +132,6 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 			return err
 		}
 	}
-	metrics := exporter.New(version, commit)
 	pol := simPolicy(sc)
 	pol.Mode = config.ModeConfigMap
 	pol.Lookback = 15 * time.Minute

@@ -86,6 +86,9 @@ plugins:
 	if s.Mode != gate.ModeStatic || writeMode {
 		fmt.Fprintf(&b, "    penaltyMode: %s\n", s.Mode)
 	}
+	if s.Source == gate.SourceLatencyPredictor {
+		b.WriteString("    ttftSource: latencyPredictor\n")
+	}
 	fmt.Fprintf(&b, `- type: max-score-picker
 schedulingProfiles:
 - name: default
