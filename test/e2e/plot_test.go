@@ -14,7 +14,7 @@ func plotSVG(res *loopResult) string {
 	h := top + 3*panelH + 2*gap + 40
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="18" font-size="13">gatetuner closed loop, profile %s (prompt-shift compressed %dx; x: minutes)</text>`+"\n", left, res.Profile, timeScale)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="18" font-size="13">gatetuner closed loop, profile %s (prompt-shift evening+late compressed %.2gx; x: minutes)</text>`+"\n", left, res.Profile, timeScale)
 	tmax := 0.0
 	for _, s := range res.Samples {
 		tmax = math.Max(tmax, s.T)

@@ -97,6 +97,9 @@ type Verification struct {
 	TTFTMargin float64 `mapstructure:"ttftMargin"`
 	// RolloutTimeout bounds the wait for the new generation to be available.
 	RolloutTimeout time.Duration `mapstructure:"rolloutTimeout"`
+	// Warmup is skipped after the rollout before TTFT is compared: the
+	// restarted EPP has lost its prefix index and is slower for a while.
+	Warmup time.Duration `mapstructure:"warmup"`
 }
 
 // Policy holds the knobs a target inherits from defaults unless it sets them.
@@ -178,7 +181,7 @@ var defaultPolicy = Policy{
 	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
 	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), Deadband: ptr(0.2), MaxStep: ptr(4.0),
 	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), BudgetWindow: 24 * time.Hour, RestartWarmup: time.Minute,
-	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute},
+	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute, Warmup: 2 * time.Minute},
 	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
 }
 
@@ -413,6 +416,9 @@ func merge(p, def Policy) Policy {
 	}
 	if p.Verification.RolloutTimeout == 0 {
 		p.Verification.RolloutTimeout = def.Verification.RolloutTimeout
+	}
+	if p.Verification.Warmup == 0 {
+		p.Verification.Warmup = def.Verification.Warmup
 	}
 	if p.MinDecisions == nil {
 		p.MinDecisions = def.MinDecisions

@@ -210,7 +210,7 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 		RolloutTimeout: ct.Verification.RolloutTimeout}
 	if ct.Mode == config.ModeRollout {
 		so.Verify = &sink.Verify{Querier: q, Selector: ct.Selector.EPP, VLLMSelector: ct.Selector.VLLM,
-			Margin: ct.Verification.TTFTMargin, Window: ct.Verification.Window}
+			Margin: ct.Verification.TTFTMargin, Window: ct.Verification.Window, Warmup: ct.Verification.Warmup}
 	}
 	if d.deps.SinkOptions != nil {
 		d.deps.SinkOptions(&so)
