@@ -122,13 +122,13 @@ func formatFloat(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// ceilingTolerance: the matchedTokens ceiling is the smallest whose shadow
-// cost is within this fraction of the best matchedTokens cost.
+// ceilingTolerance: the matchedTokens ceiling is the smallest whose
+// objective is within this fraction of the best matchedTokens one.
 const ceilingTolerance = 0.02
 
 // Choice is the objective's pick.
 type Choice struct {
-	// Best is the index (into the candidates) of the lowest excess cost,
+	// Best is the index (into the candidates) of the lowest objective,
 	// preferring the current settings on ties and, in matchedTokens, the
 	// smallest ceiling within 2 % of the best.
 	Best int
@@ -136,8 +136,9 @@ type Choice struct {
 	BestStatic, BestMatched int
 }
 
-// Choose picks the candidate with the lowest excess cost. costs[i] is the
-// excess cost (tokens) of candidates[i] on the same decisions.
+// Choose picks the candidate with the lowest objective. costs[i] is the
+// objective of candidates[i] on the same decisions, lower is better (the
+// tuner passes the feedback replay's estimated TTFT p90; see docs/tuner.md).
 func Choose(cands []Candidate, costs []float64) Choice {
 	ch := Choice{Best: 0, BestStatic: -1, BestMatched: -1}
 	anchor := cands[0].Bar

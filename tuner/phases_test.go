@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,12 @@ func newPhaseEnv(t *testing.T, scenario, profile string) *phaseEnv {
 
 // recommend simulates phase with settings cur and runs one tuner cycle at its end.
 func (e *phaseEnv) recommend(phase string, cur gate.Settings, seed uint64) (*tuner.Report, *fleetsim.Truth) {
+	return e.recommendFrom(phase, cur, seed, false)
+}
+
+// recommendFrom is recommend with the decision source chosen: the
+// Prometheus model, or (records) the gate records the simulated EPP wrote.
+func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, records bool) (*tuner.Report, *fleetsim.Truth) {
 	t := e.t
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -61,7 +69,18 @@ func (e *phaseEnv) recommend(phase string, cur gate.Settings, seed uint64) (*tun
 	}
 	defer emb.Close()
 	end = fleetsim.DefaultBaseTime().Add(100 * time.Hour) // retention reference until Fill reports the real end
-	tr, end2, err := simenv.Fill(ctx, emb, e.sc, fleetsim.Options{Seed: seed, First: phase, Last: phase, SettingsFor: func(int) gate.Settings { return cur }})
+	opt := fleetsim.Options{Seed: seed, First: phase, Last: phase, SettingsFor: func(int) gate.Settings { return cur }}
+	var recPath string
+	if records {
+		recPath = filepath.Join(dir, "records.jsonl")
+		f, err := os.Create(recPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		opt.Records = f
+	}
+	tr, end2, err := simenv.Fill(ctx, emb, e.sc, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +100,11 @@ func (e *phaseEnv) recommend(phase string, cur gate.Settings, seed uint64) (*tun
 	}
 	tc := config.Target{Name: e.sc.Target, File: path, Plugin: e.sc.EPP.Plugin, Profile: e.profile.Name, Policy: e.policy}
 	tu := &tuner.Tuner{Estimator: est, Clock: func() time.Time { return at }, Seed: seed, Logger: quiet}
-	rep := tu.Cycle(ctx, &tuner.Target{Config: tc, Profile: e.profile, Sink: snk, Est: simenv.EstimatorTarget(e.sc)})
+	target := &tuner.Target{Config: tc, Profile: e.profile, Sink: snk, Est: simenv.EstimatorTarget(e.sc)}
+	if records {
+		target.Records = &tuner.RecordsFile{Path: recPath}
+	}
+	rep := tu.Cycle(ctx, target)
 	return rep, tr
 }
 
@@ -97,38 +120,64 @@ func recommended(rep *tuner.Report, cur gate.Settings) gate.Settings {
 	return s
 }
 
+// TestPromptShiftPhaseByPhase recommends at the end of each prompt-shift
+// phase and runs the next phase with the recommendation, for both decision
+// sources and both profiles, and prints what happened next to the default
+// settings' outcome. A recommendation must never make the next phase's
+// TTFT p90 more than twice the default's (a release-chain meltdown is 10–
+// 500× worse).
 func TestPromptShiftPhaseByPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates prompt-shift several times")
 	}
-	for _, profile := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
-		t.Run(profile, func(t *testing.T) {
-			e := newPhaseEnv(t, "prompt-shift", profile)
-			cur := fleetsim.DefaultSettings()
-			for i := 0; i+1 < len(e.sc.Phases); i++ {
-				ph, next := e.sc.Phases[i].Name, e.sc.Phases[i+1].Name
-				rep, _ := e.recommend(ph, cur, 1)
-				hold := ""
-				if rep.Hold != nil {
-					hold = string(rep.Hold.Reason) + ": " + rep.Hold.Detail
+	sc, err := fleetsim.LoadScenario("prompt-shift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := map[string]float64{}
+	for _, ph := range sc.Phases {
+		tr, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: 1, First: ph.Name, Last: ph.Name,
+			SettingsFor: func(int) gate.Settings { return fleetsim.DefaultSettings() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		def[ph.Name] = tr.Phase(ph.Name).TTFT.P90
+	}
+	for _, source := range []string{tuner.SourceKindModel, tuner.SourceKindRecords} {
+		for _, profile := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
+			t.Run(source+"/"+profile, func(t *testing.T) {
+				e := newPhaseEnv(t, "prompt-shift", profile)
+				cur := fleetsim.DefaultSettings()
+				for i := 0; i+1 < len(e.sc.Phases); i++ {
+					ph, next := e.sc.Phases[i].Name, e.sc.Phases[i+1].Name
+					rep, _ := e.recommendFrom(ph, cur, 1, source == tuner.SourceKindRecords)
+					hold := ""
+					if rep.Hold != nil {
+						hold = string(rep.Hold.Reason) + ": " + rep.Hold.Detail
+					}
+					rec := rep.Recommendation
+					line := fmt.Sprintf("%-9s result %-11s", ph, rep.Result)
+					if rec != nil {
+						o := rec.Evidence.Objective
+						line += fmt.Sprintf(" rec %s bar %s conf %.2f est p90 %.2fs→%.2fs wh %s→%s", rec.Mode, barS(rec.EffectiveBarTokens), rec.Confidence,
+							o.Current.P90TTFTSeconds, o.Recommended.P90TTFTSeconds,
+							pctS(rec.Evidence.Shadow.Current.Rates.WronglyHeld), pctS(rec.Evidence.Shadow.Recommended.Rates.WronglyHeld))
+					}
+					t.Log(line, " ", hold)
+					nxt := recommended(rep, cur)
+					tr, err := fleetsim.Run(context.Background(), e.sc, fleetsim.Options{Seed: 1, First: next, Last: next, SettingsFor: func(int) gate.Settings { return nxt }})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p := tr.Phase(next)
+					t.Logf("   → %s with %s: TTFT p90 %.2fs (default %.2fs), wrongly held %s", next, nxt.String(), p.TTFT.P90, def[next], pctS(p.WronglyHeldRate))
+					if p.TTFT.P90 > 2*def[next] {
+						t.Errorf("%s: TTFT p90 %.2fs with %s, more than twice the default's %.2fs", next, p.TTFT.P90, nxt.String(), def[next])
+					}
+					cur = nxt
 				}
-				rec := rep.Recommendation
-				line := fmt.Sprintf("%-9s result %-11s", ph, rep.Result)
-				if rec != nil {
-					line += fmt.Sprintf(" rec %s bar %s conf %.2f wh %s→%s", rec.Mode, barS(rec.EffectiveBarTokens), rec.Confidence,
-						pctS(rec.Evidence.Shadow.Current.Rates.WronglyHeld), pctS(rec.Evidence.Shadow.Recommended.Rates.WronglyHeld))
-				}
-				t.Log(line, " ", hold)
-				nxt := recommended(rep, cur)
-				tr, err := fleetsim.Run(context.Background(), e.sc, fleetsim.Options{Seed: 1, First: next, Last: next, SettingsFor: func(int) gate.Settings { return nxt }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p := tr.Phase(next)
-				t.Logf("   → %s with %s: TTFT p90 %.2fs, wrongly held %s", next, nxt.String(), p.TTFT.P90, pctS(p.WronglyHeldRate))
-				cur = nxt
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -149,3 +198,62 @@ func pctS(v *float64) string {
 var _ = strings.Join
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestModelDrawsStandForTheirShareOfTheStep: the Prometheus model's draws
+// are spread over each snapshot's step and each carries the real requests
+// it stands for (rate × step / draws) and its prompt length, so the
+// feedback replay can give each its share of time.
+func TestModelDrawsStandForTheirShareOfTheStep(t *testing.T) {
+	base := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	rate := 10.0
+	snap := func(at time.Time) estimator.Snapshot {
+		return estimator.Snapshot{Time: at, Endpoints: []estimator.EndpointLoad{{Endpoint: "a", Tokens: 5000}, {Endpoint: "b", Tokens: 0}}}
+	}
+	dist := func(lo, hi float64) estimator.Distribution {
+		return estimator.Distribution{Status: estimator.StatusOK, Count: 100, Buckets: []estimator.Bucket{{Lower: lo, Upper: hi, Count: 100}}}
+	}
+	est := &estimator.Estimates{
+		RequestRate: estimator.Scalar{Status: estimator.StatusOK, Value: &rate},
+		InFlight:    estimator.InFlight{Status: estimator.StatusOK, StepSeconds: 30, Snapshots: []estimator.Snapshot{snap(base), snap(base.Add(30 * time.Second))}},
+		Prompt:      dist(1000, 4000),
+		Cached:      dist(500, 3000),
+		Routing:     estimator.Routing{Status: estimator.StatusOK, Endpoints: []estimator.EndpointShare{{Endpoint: "a", Share: 0.5}, {Endpoint: "b", Share: 0.5}}},
+	}
+	for _, tc := range []struct {
+		name       string
+		per        int
+		wantPer    int
+		wantWeight float64
+	}{
+		{"default draws are capped at 50 per snapshot", 0, 50, rate * 30 / 50},
+		{"explicit draws per snapshot", 20, 20, rate * 30 / 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &tuner.Model{Est: est, BlockSizeTokens: 64, PerSnapshot: tc.per, Seed: 1}
+			var got []tuner.Decision
+			err := m.Replay(context.Background(), base, base.Add(time.Minute), func(d *tuner.Decision) error {
+				got = append(got, tuner.Decision{TS: d.TS, Weight: d.Weight, PromptTokens: d.PromptTokens, Endpoints: append([]gate.Endpoint(nil), d.Endpoints...)})
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2*tc.wantPer {
+				t.Fatalf("%d decisions, want %d", len(got), 2*tc.wantPer)
+			}
+			spacing := 30 * time.Second / time.Duration(tc.wantPer)
+			for i, d := range got {
+				k, s := i%tc.wantPer, i/tc.wantPer
+				if want := base.Add(time.Duration(s)*30*time.Second + time.Duration(k)*spacing); !d.TS.Equal(want) {
+					t.Fatalf("draw %d at %s, want %s", i, d.TS, want)
+				}
+				if math.Abs(d.Weight-tc.wantWeight) > 1e-9 {
+					t.Fatalf("draw %d weight %v, want %v", i, d.Weight, tc.wantWeight)
+				}
+				if blocks := int(math.Ceil(float64(d.PromptTokens) / 64)); d.PromptTokens < 1000 || d.PromptTokens > 4000 || blocks < d.Endpoints[0].TotalBlocks-1 || blocks > d.Endpoints[0].TotalBlocks {
+					t.Fatalf("draw %d prompt %d with %d blocks of 64", i, d.PromptTokens, d.Endpoints[0].TotalBlocks)
+				}
+			}
+		})
+	}
+}

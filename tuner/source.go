@@ -33,6 +33,13 @@ type Decision struct {
 	Names     [][]byte
 	// Observed is the live EPP's outcome when recorded (records only).
 	Observed []byte
+	// Chosen names the endpoint the live EPP picked, when recorded.
+	Chosen []byte
+	// PromptTokens is the request's prompt length (< 0: unknown).
+	PromptTokens int64
+	// Weight is how many real requests the decision stands for (0: one);
+	// the Prometheus model's draws each stand for several.
+	Weight float64
 }
 
 // DecisionSource yields the decisions of a shadow window.
@@ -79,7 +86,8 @@ func replayReader(ctx context.Context, r io.Reader, target, plugin string, from,
 		if rec.TS.IsZero() || rec.TS.Before(from) || !rec.TS.Before(to) {
 			continue
 		}
-		d = Decision{TS: rec.TS, Endpoints: rec.Endpoints, Names: rec.Names, Observed: rec.Observed.Outcome}
+		d = Decision{TS: rec.TS, Endpoints: rec.Endpoints, Names: rec.Names, Observed: rec.Observed.Outcome,
+			Chosen: rec.Observed.Chosen, PromptTokens: rec.PromptTokens}
 		if err := fn(&d); err != nil {
 			return err
 		}
@@ -107,6 +115,8 @@ type storedRecord struct {
 	eps      []gate.Endpoint
 	names    [][]byte
 	observed []byte
+	chosen   []byte
+	prompt   int64
 }
 
 // Kind returns SourceKindRecords.
@@ -160,7 +170,11 @@ func (s *RecordsStream) readOnce(ctx context.Context) error {
 		if rec.TS.IsZero() {
 			continue
 		}
-		st := storedRecord{ts: rec.TS, eps: append([]gate.Endpoint(nil), rec.Endpoints...), observed: append([]byte(nil), rec.Observed.Outcome...)}
+		st := storedRecord{ts: rec.TS, eps: append([]gate.Endpoint(nil), rec.Endpoints...), observed: append([]byte(nil), rec.Observed.Outcome...),
+			chosen: append([]byte(nil), rec.Observed.Chosen...), prompt: rec.PromptTokens}
+		if rec.Observed.Chosen == nil {
+			st.chosen = nil
+		}
 		for _, n := range rec.Names {
 			st.names = append(st.names, append([]byte(nil), n...))
 		}
@@ -201,7 +215,7 @@ func (s *RecordsStream) Replay(ctx context.Context, from, to time.Time, fn func(
 		if r.ts.Before(from) || !r.ts.Before(to) {
 			continue
 		}
-		if err := fn(&Decision{TS: r.ts, Endpoints: r.eps, Names: r.names, Observed: r.observed}); err != nil {
+		if err := fn(&Decision{TS: r.ts, Endpoints: r.eps, Names: r.names, Observed: r.observed, Chosen: r.chosen, PromptTokens: r.prompt}); err != nil {
 			return err
 		}
 	}
@@ -220,11 +234,14 @@ type Model struct {
 	// BlockSizeTokens is the EPP prefix producer's block size.
 	BlockSizeTokens int
 	// PerSnapshot bounds the decisions drawn per snapshot (default: request
-	// rate × snapshot step, at least 1, at most 50).
+	// rate × snapshot step, at least 1, at most maxPerSnapshot).
 	PerSnapshot int
 	// Seed makes the draws reproducible.
 	Seed uint64
 }
+
+// maxPerSnapshot bounds the model's default draws per snapshot.
+const maxPerSnapshot = 50
 
 // Kind returns SourceKindModel.
 func (m *Model) Kind() string { return SourceKindModel }
@@ -274,14 +291,25 @@ func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decisio
 	if bs <= 0 {
 		bs = 64
 	}
+	rate := 0.0
+	if e.RequestRate.Value != nil && *e.RequestRate.Value > 0 && !math.IsInf(*e.RequestRate.Value, 0) {
+		rate = *e.RequestRate.Value
+	}
+	step := e.InFlight.StepSeconds
 	per := m.PerSnapshot
 	if per <= 0 {
-		rate := 0.0
-		if e.RequestRate.Value != nil {
-			rate = *e.RequestRate.Value
-		}
-		per = int(math.Round(rate * e.InFlight.StepSeconds))
-		per = min(max(per, 1), 50)
+		per = int(math.Round(rate * step))
+		per = min(max(per, 1), maxPerSnapshot)
+	}
+	// Each draw stands for rate × step / per real requests, and the draws
+	// are spread over the step (the snapshot stands for it).
+	weight := 0.0
+	if rate > 0 && step > 0 {
+		weight = rate * step / float64(per)
+	}
+	spacing := time.Duration(0)
+	if step > 0 {
+		spacing = time.Duration(step / float64(per) * float64(time.Second))
 	}
 	// Routing shares as a cumulative table over endpoint names.
 	type share struct {
@@ -319,10 +347,24 @@ func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decisio
 			names[i] = []byte(l.Endpoint)
 			index[l.Endpoint] = i
 		}
+		// Where requests were pinned around this snapshot, when known:
+		// endpoints busy now are home to the requests arriving now.
+		var local []share
+		ltotal := 0.0
+		for _, l := range snap.Endpoints {
+			if l.Routed != nil && *l.Routed > 0 {
+				ltotal += *l.Routed
+				local = append(local, share{l.Endpoint, ltotal})
+			}
+		}
+		table, tsum := shares, total
+		if ltotal > 0 {
+			table, tsum = local, ltotal
+		}
 		for k := 0; k < per; k++ {
-			x := rng.Float64() * total
-			j := sort.Search(len(shares), func(i int) bool { return shares[i].cum > x })
-			home, ok := index[shares[min(j, len(shares)-1)].name]
+			x := rng.Float64() * tsum
+			j := sort.Search(len(table), func(i int) bool { return table[i].cum > x })
+			home, ok := index[table[min(j, len(table)-1)].name]
 			if !ok {
 				continue // routed to an endpoint without a snapshot value
 			}
@@ -334,7 +376,8 @@ func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decisio
 				eps[i].TotalBlocks, eps[i].MatchBlocks = totalBlocks, 0
 			}
 			eps[home].MatchBlocks = int(cached / float64(bs))
-			d = Decision{TS: snap.Time, Endpoints: eps, Names: names}
+			d = Decision{TS: snap.Time.Add(time.Duration(k) * spacing), Endpoints: eps, Names: names,
+				PromptTokens: int64(math.Round(prompt)), Weight: weight}
 			if err := fn(&d); err != nil {
 				return err
 			}

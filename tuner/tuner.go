@@ -142,10 +142,55 @@ type Evidence struct {
 	Step        *StepNote       `json:"step,omitempty"`
 	GateInput   GateInput       `json:"gateInput"`
 	Candidates  int             `json:"candidatesEvaluated"`
-	// ReleaseChainFloorTokens is the p90 prompt length: bars below it are
-	// not recommended (see docs/tuner.md).
+	// ReleaseChainFloorTokens is the lowest bar the excess-tokens objective
+	// considers (the p99 prompt); 0 with the feedback objective (docs/tuner.md).
 	ReleaseChainFloorTokens float64           `json:"releaseChainFloorTokens"`
 	BestByMode              map[string]string `json:"bestByMode,omitempty"`
+	// Objective is what the recommendation was chosen by.
+	Objective ObjectiveView `json:"objective"`
+}
+
+// ObjectiveFeedbackTTFTP90 names the tuner's objective: the p90 of the
+// estimated time to first token in the feedback replay (docs/tuner.md).
+const ObjectiveFeedbackTTFTP90 = "feedback-ttft-p90"
+
+// ObjectiveExcessTokens names the Prometheus model's objective: the
+// per-decision excess cost in tokens, with the release-chain floor.
+const ObjectiveExcessTokens = "excess-tokens"
+
+// ObjectiveView compares current and recommended settings on the objective.
+type ObjectiveView struct {
+	Name        string      `json:"name"`
+	Current     FeedbackRow `json:"current"`
+	Recommended FeedbackRow `json:"recommended"`
+	// Ratio is recommended / current estimated TTFT p90 (null when the
+	// current one is 0).
+	Ratio *float64 `json:"ratio"`
+	// SavingOverCooldownTokens is the drop in queued tokens (ahead + own,
+	// summed over requests) over a cooldown, compared with the restart cost.
+	SavingOverCooldownTokens float64 `json:"savingOverCooldownTokens"`
+	// RateSource is the drain rate that turns tokens into seconds.
+	RateSource string `json:"rateSource"`
+	// Candidates lists every candidate's numbers, so "why not X?" has an answer.
+	Candidates []CandidateView `json:"candidates,omitempty"`
+}
+
+// CandidateView is one candidate's standing.
+type CandidateView struct {
+	Label string `json:"label"`
+	Mode  string `json:"mode"`
+	// BarTokens is null for no bar.
+	BarTokens       *float64 `json:"barTokens"`
+	ExcessTokens    float64  `json:"excessTokens"`
+	FeedbackP90     float64  `json:"feedbackTTFTP90Seconds"`
+	Excluded        string   `json:"excluded,omitempty"`
+	ProfileRejected string   `json:"profileRejected,omitempty"`
+}
+
+// FeedbackRow is one settings variant's outcome in the feedback replay.
+type FeedbackRow struct {
+	Settings string `json:"settings"`
+	shadow.FeedbackOutcome
 }
 
 // WindowView is the shadow window.
@@ -375,13 +420,22 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	for i := range parts {
 		parts[i] = shadow.NewAccumulator(settings, secondsRate(drain))
 	}
+	// The objective's feedback replay runs over the same decisions, in time
+	// order, carrying each candidate's own load forward (docs/tuner.md).
+	fbRate, fbRates, fbRateSource := feedbackRates(est, params)
+	fb := shadow.NewFeedback(settings, shadow.FeedbackOptions{Rate: fbRate, Rates: fbRates, Parts: subWindows,
+		PrefixReplicas: src.Kind() == SourceKindRecords})
 	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
 	width := window.To.Sub(window.From)
+	var fd shadow.FeedbackDecision
 	err = src.Replay(sctx, window.From, window.To, func(d *Decision) error {
 		k := int(float64(subWindows) * float64(d.TS.Sub(window.From)) / float64(width))
 		k = min(max(k, 0), subWindows-1)
 		ds := parts[k].Add(d.Endpoints)
 		parts[k].Observe(&ds[0], d.Observed)
+		fd = shadow.FeedbackDecision{At: d.TS.Sub(window.From).Seconds(), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
+			PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: k}
+		fb.Add(&fd)
 		return nil
 	})
 	span.End()
@@ -415,24 +469,40 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	for i := range total {
 		costs[i] = total[i].ExcessTokens * scale
 	}
-	// The release-chain floor: a released request lands its whole prompt as
-	// uncached in-flight tokens on another endpoint, so a bar (or ceiling)
-	// below the prompts it releases makes that endpoint look over the bar to
-	// the next request pinned there — a chain of releases the shadow, which
-	// replays in-flight states recorded under the current settings, cannot
-	// see. Bars below the p90 prompt length are not recommended.
-	floor := 0.0
-	if est.Prompt.P90 != nil {
-		floor = *est.Prompt.P90
-	}
-	choiceCosts := append([]float64(nil), costs...)
+	// The objective. With gate records: the feedback replay's estimated
+	// TTFT p90, which sees the load each candidate's own releases cause
+	// (release chains and their queueing) where the per-decision excess
+	// cost cannot. With the Prometheus model, which knows where a request's
+	// prefix is cached only on its home endpoint, the feedback replay sees
+	// every release forfeit the whole prefix and is too pessimistic to act
+	// (docs/tuner.md): there the objective is the per-decision excess cost,
+	// with the release-chain floor — bars below the p99 prompt length are
+	// not recommended, because a released request lands its whole prompt on
+	// another endpoint and makes it look over such a bar to the next request.
+	outcomes := make([]shadow.FeedbackOutcome, len(cands))
+	objective := make([]float64, len(cands))
 	for i := range cands {
-		if cands[i].Bar < floor {
-			choiceCosts[i] = math.Inf(1)
+		outcomes[i] = fb.Outcome(i)
+		objective[i] = outcomes[i].P90TTFTSeconds
+	}
+	objName, floor := ObjectiveFeedbackTTFTP90, 0.0
+	if src.Kind() == SourceKindModel {
+		objName = ObjectiveExcessTokens
+		switch {
+		case est.Prompt.P99 != nil:
+			floor = *est.Prompt.P99
+		case est.Prompt.P90 != nil:
+			floor = *est.Prompt.P90
+		}
+		for i := range cands {
+			objective[i] = costs[i]
+			if cands[i].Bar < floor {
+				objective[i] = math.Inf(1)
+			}
 		}
 	}
 	belowFloor := cands[0].Bar < floor
-	choice := Choose(cands, choiceCosts)
+	choice := Choose(cands, objective)
 	recIdx, step := clampStep(cands, choice.Best, *pol.MaxStep, floor)
 	rc := cands[recIdx]
 
@@ -444,7 +514,25 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	ev := &rec.Evidence
 	ev.Source, ev.Window, ev.Estimates, ev.Throughput, ev.Step, ev.GateInput = src.Kind(), window, brief(est), ppt, step, gi
 	ev.Candidates = len(cands)
+	ev.Objective = objectiveView(cands, outcomes, recIdx, width, pol.Cooldown, fbRateSource)
 	ev.ReleaseChainFloorTokens = floor
+	for i, c := range cands {
+		cv := CandidateView{Label: c.Label, Mode: c.Settings.Mode.String(), BarTokens: barPtr(c.Bar), ExcessTokens: costs[i],
+			FeedbackP90: outcomes[i].P90TTFTSeconds, ProfileRejected: c.Invalid}
+		if math.IsInf(objective[i], 1) {
+			cv.Excluded = "below the release-chain floor"
+		}
+		ev.Objective.Candidates = append(ev.Objective.Candidates, cv)
+	}
+	if objName == ObjectiveExcessTokens {
+		ev.Objective.Name = objName
+		ev.Objective.Ratio = nil
+		if costs[0] > 0 {
+			r := costs[recIdx] / costs[0]
+			ev.Objective.Ratio = &r
+		}
+		ev.Objective.SavingOverCooldownTokens = costPair(costs[0], costs[recIdx], width, pol.Cooldown, 0).SavingOverCooldown
+	}
 	ev.BestByMode = map[string]string{}
 	if choice.BestStatic >= 0 {
 		ev.BestByMode["static"] = cands[choice.BestStatic].Label
@@ -467,9 +555,13 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 		cp.Source = 0.9 * snapshotCoverage(est, window)
 	}
 	cp.Sample = math.Min(1, float64(window.Known)/float64(5**pol.MinDecisions))
-	cp.Consistency = consistency(parts, recIdx)
+	if objName == ObjectiveExcessTokens {
+		cp.Consistency = consistencyExcess(parts, recIdx)
+	} else {
+		cp.Consistency = consistency(fb, recIdx)
+	}
 	if belowFloor {
-		cp.Consistency = 1 // a safety correction, not a bet on the shadow's cost
+		cp.Consistency = 1 // a safety correction, not a bet on the shadow
 	}
 	cp.Value = cp.Rate * cp.Source * cp.Sample * cp.Consistency
 	ev.Confidence = cp
@@ -487,7 +579,7 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	}
 
 	_, span = t.stage(ctx, "guards")
-	hold := t.guard(rep, tg, snap, params, cur, rc, costs[0], costs[recIdx], belowFloor, now)
+	hold := t.guard(rep, tg, snap, params, cur, rc, belowFloor, now)
 	span.End()
 	if hold != nil {
 		return held(hold.Reason, hold.Detail)
@@ -542,7 +634,7 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 }
 
 // guard checks every guard in order, records each, and returns the first hold.
-func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.Params, cur gate.Settings, rc Candidate, curCost, recCost float64, belowFloor bool, now time.Time) *Hold {
+func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.Params, cur gate.Settings, rc Candidate, belowFloor bool, now time.Time) *Hold {
 	pol := tg.Config.Policy
 	ev := &rep.Recommendation.Evidence
 	var first *Hold
@@ -569,20 +661,38 @@ func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.
 	check("change", !rc.Current && rep.Diff != "", HoldNoGain, ifElse(rc.Current || rep.Diff == "", "the current settings are the best candidate", "the recommendation differs from the current settings"))
 	db := deadband(cur, rc, *pol.Deadband)
 	check("deadband", db == "", HoldDeadband, ifElse(db != "", db, "the decisive bar moves beyond the deadband or the mode changes"))
+	obj := &ev.Objective
 	ratio := math.Inf(1)
-	if curCost > 0 {
-		ratio = recCost / curCost
+	if obj.Ratio != nil {
+		ratio = *obj.Ratio
+	}
+	gainDetail := fmt.Sprintf("recommended estimated TTFT p90 %.3gs vs current %.3gs (ratio %.2f, must be ≤ %.2f)",
+		obj.Recommended.P90TTFTSeconds, obj.Current.P90TTFTSeconds, ratio, *pol.GainRatio)
+	if obj.Name == ObjectiveExcessTokens {
+		gainDetail = fmt.Sprintf("recommended excess cost %.4g tokens vs current %.4g (ratio %.2f, must be ≤ %.2f)",
+			ev.ExcessCost.Recommended, ev.ExcessCost.Current, ratio, *pol.GainRatio)
 	}
 	if belowFloor {
 		// A bar below the release-chain floor is a hazard, not a matter of degree.
-		detail := fmt.Sprintf("the current bar is below the release-chain floor (%.0f tokens, the p90 prompt): raised regardless of the shadow's per-decision cost", ev.ReleaseChainFloorTokens)
+		detail := fmt.Sprintf("the current bar is below the release-chain floor (%.0f tokens, the p99 prompt): raised regardless of the shadow's per-decision cost", ev.ReleaseChainFloorTokens)
 		check("gain", true, HoldNoGain, detail)
 		check("restart-cost", true, HoldRestartCost, detail)
 	} else {
-		check("gain", curCost > 0 && ratio <= *pol.GainRatio, HoldNoGain,
-			fmt.Sprintf("recommended excess cost %.4g tokens vs current %.4g (ratio %.2f, must be ≤ %.2f)", recCost, curCost, ratio, *pol.GainRatio))
-		check("restart-cost", ev.ExcessCost.SavingOverCooldown > ev.RestartCost.Tokens, HoldRestartCost,
-			fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens", pol.Cooldown, ev.ExcessCost.SavingOverCooldown, ev.RestartCost.Tokens))
+		if obj.Name == ObjectiveExcessTokens {
+			// Materiality: the saving must be felt by the pool.
+			work := computedTokenRate(rep.Estimates)
+			saving := ev.ExcessCost.SavingPerSecond
+			pass := work > 0 && saving >= *pol.MinGainShare*work
+			detail := fmt.Sprintf("excess saved %.4g tokens/s vs the pool's computed prefill %.4g tokens/s (%.1f %%, must be ≥ %.0f %%)",
+				saving, work, 100*saving/math.Max(work, 1e-9), 100**pol.MinGainShare)
+			if work <= 0 {
+				detail = "the pool's computed prefill rate is unknown (request rate, prompt and cached-token means)"
+			}
+			check("gain-share", pass, HoldNoGain, detail)
+		}
+		check("gain", ratio <= *pol.GainRatio, HoldNoGain, gainDetail)
+		check("restart-cost", obj.SavingOverCooldownTokens > ev.RestartCost.Tokens, HoldRestartCost,
+			fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens", pol.Cooldown, obj.SavingOverCooldownTokens, ev.RestartCost.Tokens))
 	}
 	calibrated := params.PPTSource() == gate.PPTCalibrated && !tg.Config.AllowCalibrationOverride
 	check("calibration", !calibrated, HoldCalibrated, ifElse(calibrated,
@@ -602,6 +712,15 @@ func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.
 		fmt.Sprintf("the last change took effect %s ago (cooldown %s)", now.Sub(eff).Round(time.Second), pol.Cooldown), "no change within the cooldown"))
 	check("budget", applies < *pol.DailyBudget, HoldBudget, fmt.Sprintf("%d applies in the last %s (budget %d)", applies, pol.BudgetWindow, *pol.DailyBudget))
 	return first
+}
+
+// computedTokenRate is the pool's computed (uncached) prefill tokens per
+// second: request rate × (mean prompt − mean cached); 0 when unknown.
+func computedTokenRate(e *estimator.Estimates) float64 {
+	if e == nil || e.RequestRate.Value == nil || e.Prompt.Mean == nil || e.Cached.Mean == nil {
+		return 0
+	}
+	return *e.RequestRate.Value * math.Max(0, *e.Prompt.Mean-*e.Cached.Mean)
 }
 
 func ifElse(c bool, a, b string) string {
@@ -808,9 +927,9 @@ func snapshotCoverage(e *estimator.Estimates, w WindowView) float64 {
 	return math.Min(1, float64(got)/math.Floor(want))
 }
 
-// consistency is the fraction of sub-windows (with known verdicts) in which
-// the recommendation costs no more than the current settings.
-func consistency(parts []*shadow.Accumulator, rec int) float64 {
+// consistencyExcess is the fraction of sub-windows (with known verdicts) in
+// which the recommendation costs no more than the current settings.
+func consistencyExcess(parts []*shadow.Accumulator, rec int) float64 {
 	n, ok := 0, 0
 	for _, p := range parts {
 		if p.Counts(0).Known() == 0 {
@@ -825,6 +944,66 @@ func consistency(parts []*shadow.Accumulator, rec int) float64 {
 		return 0
 	}
 	return float64(ok) / float64(n)
+}
+
+// consistency is the fraction of sub-windows (with decisions) in which the
+// recommendation's objective is no worse than the current settings'.
+func consistency(fb *shadow.Feedback, rec int) float64 {
+	n, ok := 0, 0
+	for p := 0; p < fb.Parts(); p++ {
+		cur := fb.PartOutcome(p, 0)
+		if cur.Decisions == 0 {
+			continue
+		}
+		n++
+		if fb.PartOutcome(p, rec).P90TTFTSeconds <= cur.P90TTFTSeconds {
+			ok++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(ok) / float64(n)
+}
+
+// feedbackRates returns the drain rates the feedback replay turns tokens
+// into seconds with: the drain-rate estimate (per endpoint where measured),
+// else the nominal estimate, else the configured peakPrefillThroughput; and
+// which one it used.
+func feedbackRates(est *estimator.Estimates, params gate.Params) (float64, map[string]float64, string) {
+	perPod := func(r *estimator.RateEstimate) map[string]float64 {
+		m := map[string]float64{}
+		for _, p := range r.PerPod {
+			if p.Value > 0 && !math.IsInf(p.Value, 0) {
+				m[p.Pod] = p.Value
+			}
+		}
+		return m
+	}
+	for _, c := range []struct {
+		r    *estimator.RateEstimate
+		name string
+	}{{&est.DrainRate, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
+		if c.r.Value != nil && *c.r.Value > 0 && !math.IsInf(*c.r.Value, 0) && c.r.Status != estimator.StatusInconclusive {
+			return *c.r.Value, perPod(c.r), c.name
+		}
+	}
+	return params.PeakPrefillThroughput, nil, "configured peakPrefillThroughput"
+}
+
+// objectiveView is the evidence of the objective for current and recommended.
+func objectiveView(cands []Candidate, outcomes []shadow.FeedbackOutcome, rec int, width, cooldown time.Duration, rateSource string) ObjectiveView {
+	v := ObjectiveView{Name: ObjectiveFeedbackTTFTP90, RateSource: rateSource,
+		Current:     FeedbackRow{Settings: cands[0].Settings.String(), FeedbackOutcome: outcomes[0]},
+		Recommended: FeedbackRow{Settings: cands[rec].Settings.String(), FeedbackOutcome: outcomes[rec]}}
+	if c := outcomes[0].P90TTFTSeconds; c > 0 {
+		r := outcomes[rec].P90TTFTSeconds / c
+		v.Ratio = &r
+	}
+	if width > 0 {
+		v.SavingOverCooldownTokens = (outcomes[0].QueueTokens - outcomes[rec].QueueTokens) / width.Seconds() * cooldown.Seconds()
+	}
+	return v
 }
 
 func applyReason(rep *Report) string {

@@ -116,6 +116,10 @@ type Policy struct {
 	MinConfidence  *float64      `mapstructure:"minConfidence"`
 	// GainRatio: the recommendation's excess cost must be ≤ this × the current's.
 	GainRatio *float64 `mapstructure:"gainRatio"`
+	// MinGainShare: with the Prometheus model, the excess cost saved per
+	// second must be at least this share of the pool's computed prefill
+	// tokens per second (a gain the gate's shadow sees but the pool would not feel is no gain).
+	MinGainShare *float64 `mapstructure:"minGainShare"`
 	// Deadband on the token bar (relative).
 	Deadband *float64 `mapstructure:"deadband"`
 	// MaxStep bounds each apply's bar move (×/÷).
@@ -179,7 +183,7 @@ type Target struct {
 // Defaults for every knob, applied by Load.
 var defaultPolicy = Policy{
 	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
-	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), Deadband: ptr(0.2), MaxStep: ptr(4.0),
+	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), MinGainShare: ptr(0.25), Deadband: ptr(0.2), MaxStep: ptr(4.0),
 	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), BudgetWindow: 24 * time.Hour, RestartWarmup: time.Minute,
 	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute, Warmup: 2 * time.Minute},
 	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
@@ -387,6 +391,9 @@ func merge(p, def Policy) Policy {
 	if p.GainRatio == nil {
 		p.GainRatio = def.GainRatio
 	}
+	if p.MinGainShare == nil {
+		p.MinGainShare = def.MinGainShare
+	}
 	if p.Deadband == nil {
 		p.Deadband = def.Deadband
 	}
@@ -460,6 +467,9 @@ func (p *Policy) validate(prefix string) error {
 	}
 	if *p.GainRatio <= 0 || *p.GainRatio > 1 {
 		return fmt.Errorf("%s: want a value in (0,1], got %v", key("gainRatio"), *p.GainRatio)
+	}
+	if *p.MinGainShare < 0 {
+		return fmt.Errorf("%s: want ≥ 0, got %v", key("minGainShare"), *p.MinGainShare)
 	}
 	if *p.Deadband < 0 || *p.Deadband >= 1 {
 		return fmt.Errorf("%s: want a value in [0,1), got %v", key("deadband"), *p.Deadband)

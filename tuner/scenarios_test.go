@@ -1,0 +1,98 @@
+package tuner_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/tuner"
+)
+
+// TestModelTracksRecords: the Prometheus model's wrongly-held rate against
+// the exact records' (the simulator's truth) on prompt-shift and hotspot.
+// The goal is 3 percentage points; measured it is 1–6 (docs/tuner.md), so
+// this pins the model at 7 so that it does not drift further.
+func TestModelTracksRecords(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates prompt-shift and hotspot")
+	}
+	cases := []struct{ scenario, phase string }{
+		{"prompt-shift", "night"}, {"prompt-shift", "morning"}, {"prompt-shift", "midday"},
+		{"prompt-shift", "afternoon"}, {"prompt-shift", "evening"}, {"prompt-shift", "late"},
+		{"hotspot", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.scenario+"/"+tc.phase, func(t *testing.T) {
+			e := newPhaseEnv(t, tc.scenario, gate.ProfileRouter202608)
+			ph := tc.phase
+			if ph == "" {
+				ph = e.sc.Phases[len(e.sc.Phases)-1].Name
+			}
+			rep, tr := e.recommend(ph, fleetsim.DefaultSettings(), 1)
+			if rep.Recommendation == nil {
+				t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
+			}
+			model := rep.Recommendation.Evidence.Shadow.Current.Rates.WronglyHeld
+			truth := tr.Phase(ph).WronglyHeldRate
+			if model == nil || truth == nil {
+				t.Fatalf("rates model %v truth %v", model, truth)
+			}
+			d := math.Abs(*model - *truth)
+			t.Logf("%s %s: wrongly held, model %.1f%% vs records %.1f%% (Δ %.1f pp)", tc.scenario, ph, *model*100, *truth*100, d*100)
+			if d > 0.07 {
+				t.Errorf("model differs from the exact records by %.1f pp (> 7)", d*100)
+			}
+		})
+	}
+}
+
+// TestHoldsWhereItShould: steady holds for no gain (both profiles), quiet
+// holds as inconclusive, a latency-predictor target holds as unsupported.
+func TestHoldsWhereItShould(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates steady and quiet")
+	}
+	for _, profile := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
+		t.Run("steady/"+profile, func(t *testing.T) {
+			e := newPhaseEnv(t, "steady", profile)
+			for _, ph := range e.sc.Phases {
+				rep, _ := e.recommend(ph.Name, fleetsim.DefaultSettings(), 1)
+				if rep.Result != tuner.ResultHeld || rep.Hold == nil {
+					t.Fatalf("%s: result %s, want held", ph.Name, rep.Result)
+				}
+				switch rep.Hold.Reason {
+				case tuner.HoldNoGain, tuner.HoldDeadband, tuner.HoldRestartCost:
+				default:
+					t.Errorf("%s: held %s (%s), want no gain", ph.Name, rep.Hold.Reason, rep.Hold.Detail)
+				}
+				t.Logf("%s: %s: %s", ph.Name, rep.Hold.Reason, rep.Hold.Detail)
+			}
+		})
+	}
+	t.Run("quiet", func(t *testing.T) {
+		e := newPhaseEnv(t, "quiet", gate.ProfileRouter202608)
+		rep, _ := e.recommend(e.sc.Phases[0].Name, fleetsim.DefaultSettings(), 1)
+		// quiet never saturates (the drain rate is inconclusive) and sees few
+		// requests: a data hold — inconclusive, too few decisions, or a
+		// confidence lowered by the sample — or no gain at all.
+		if rep.Result != tuner.ResultHeld || rep.Hold == nil {
+			t.Fatalf("quiet: %s, want held", rep.Result)
+		}
+		switch rep.Hold.Reason {
+		case tuner.HoldInconclusive, tuner.HoldNoDecisions, tuner.HoldLowConfidence, tuner.HoldNoGain:
+		default:
+			t.Fatalf("quiet: held %s (%s), want a data hold", rep.Hold.Reason, rep.Hold.Detail)
+		}
+		t.Logf("quiet: %s: %s", rep.Hold.Reason, rep.Hold.Detail)
+	})
+	t.Run("latency-predictor", func(t *testing.T) {
+		e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
+		s := fleetsim.DefaultSettings()
+		s.Source = gate.SourceLatencyPredictor
+		rep, _ := e.recommend("night", s, 1)
+		if rep.Result != tuner.ResultHeld || rep.Hold == nil || rep.Hold.Reason != tuner.HoldUnsupportedTTFTSource {
+			t.Fatalf("latency predictor: %s %+v, want held unsupported-ttft-source", rep.Result, rep.Hold)
+		}
+	})
+}
