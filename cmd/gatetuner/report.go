@@ -44,6 +44,9 @@ func writeReport(w io.Writer, r *tuner.Report) {
 		fmt.Fprintf(&b, "               (wanted a bar of %s tokens; each apply moves it at most ×/÷%s)\n", bar(ev.Step.WantedBarTokens), num(ev.Step.MaxStep))
 	}
 	fmt.Fprintf(&b, "  throughput   %s\n", ev.Throughput.Note)
+	obj := ev.Objective
+	fmt.Fprintf(&b, "  objective    %s: estimated TTFT p90 %.3gs → %.3gs (feedback replay, %s)\n", obj.Name,
+		obj.Current.P90TTFTSeconds, obj.Recommended.P90TTFTSeconds, obj.RateSource)
 	cp := ev.Confidence
 	fmt.Fprintf(&b, "  confidence   %.2f = rate %.2f × source %.2f × sample %.2f × consistency %.2f\n", cp.Value, cp.Rate, cp.Source, cp.Sample, cp.Consistency)
 	fmt.Fprintf(&b, "  evidence     %s over %s → %s%s: %d decisions, %d with a known verdict\n", ev.Source,
@@ -64,7 +67,7 @@ func writeReport(w io.Writer, r *tuner.Report) {
 		fmt.Fprintf(&b, " [%s–%s]", num(e.DrainInterval.Low), num(e.DrainInterval.High))
 	}
 	fmt.Fprintf(&b, ", nominal %s, per-request %s tok/s\n", nump(e.Nominal), nump(e.PerRequestRate))
-	fmt.Fprintf(&b, "               prompt p50 %s p90 %s, cached mean %s tokens, %s req/s; release-chain floor %s tokens\n",
+	fmt.Fprintf(&b, "               prompt p50 %s p90 %s, cached mean %s tokens, %s req/s; release-chain floor %s tokens (0: none)\n",
 		nump(e.PromptP50), nump(e.PromptP90), nump(e.CachedMean), nump(e.RequestRate), num(ev.ReleaseChainFloorTokens))
 	gi := ev.GateInput
 	fmt.Fprintf(&b, "  gate input   penalty ms p50 %s p90 %s p99 %s; gap−matched tokens p50 %s p90 %s p99 %s\n",
