@@ -94,8 +94,10 @@ func (e *engine) measureBaseline(ctx context.Context) (*ttftSample, string, erro
 
 // verifyAfter watches TTFT from the end of the warm-up after the config took
 // effect at `at` until the window is over; it fails (returns a failure
-// message) on a regression beyond the margin, or when nothing could be
-// measured at all.
+// message) on a regression beyond the margin. When nothing could be measured
+// (Prometheus down, no traffic) the result is "inconclusive" and the new
+// config stays: the EPP is available, no regression was seen, and a rollback
+// would cost another restart on no evidence.
 func (e *engine) verifyAfter(ctx context.Context, at time.Time, before *ttftSample) (*Verification, string, error) {
 	v := e.opts.Verify
 	clk := e.opts.Clock
@@ -149,7 +151,8 @@ func (e *engine) verifyAfter(ctx context.Context, at time.Time, before *ttftSamp
 	}
 	if !measured {
 		res.Result = "inconclusive"
-		return res, fmt.Sprintf("TTFT could not be measured after the rollout (%s); the new config is not verified", lastWhy), nil
+		e.log.Warn("TTFT could not be measured after the rollout; keeping the new config unverified", "why", lastWhy)
+		return res, "", nil
 	}
 	res.Result = "passed"
 	return res, "", nil
