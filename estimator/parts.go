@@ -167,10 +167,10 @@ type eppInputs struct {
 	g                      grid
 	tokens, reqs, freshest model.Matrix
 	// routed are the scheduling attempts per endpoint in each snapshot's step.
-	routed model.Matrix
-	inflightErr            errSlot
-	routing                model.Vector
-	routingErr             errSlot
+	routed      model.Matrix
+	inflightErr errSlot
+	routing     model.Vector
+	routingErr  errSlot
 }
 
 // replicaRule documents how one EPP replica is chosen per snapshot.
