@@ -418,7 +418,7 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	sctx, span = t.stage(ctx, "shadow")
 	parts := make([]*shadow.Accumulator, subWindows)
 	for i := range parts {
-		parts[i] = shadow.NewAccumulator(settings, secondsRate(drain))
+		parts[i] = shadow.NewAccumulator(settings, drain)
 	}
 	// The objective's feedback replay runs over the same decisions, in time
 	// order, carrying each candidate's own load forward (docs/tuner.md).
@@ -540,7 +540,7 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	if choice.BestMatched >= 0 {
 		ev.BestByMode["matchedTokens"] = cands[choice.BestMatched].Label
 	}
-	rate := secondsRate(drain)
+	rate := drain
 	ev.Shadow = ShadowPair{Current: row(cands[0], &total[0], scale), Recommended: row(rc, &total[recIdx], scale)}
 	rep.shadowCur, rep.shadowRec = &total[0], &total[recIdx]
 	ev.ExcessCost = costPair(costs[0], costs[recIdx], width, pol.Cooldown, rate)
@@ -828,8 +828,6 @@ func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Tar
 	return params.PeakPrefillThroughput, ThroughputNote{Value: params.PeakPrefillThroughput,
 		Note: fmt.Sprintf("kept the configured %.0f tok/s (%s): only maxTTFTPenaltyMs moves, which sets the token bar exactly", params.PeakPrefillThroughput, why)}
 }
-
-func secondsRate(drain float64) float64 { return drain }
 
 // changesFor is the edit that turns the current parameters into the candidate's.
 func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {

@@ -114,13 +114,7 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	metrics := exporter.New(version, commit)
 	metrics.Leader.Set(1) // one daemon, no election
 	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Now: now, Logger: quietLogger(),
-		Observer: func(ev prom.QueryEvent) {
-			kind := ""
-			if ev.Err != nil {
-				kind = prom.KindOf(ev.Err).String()
-			}
-			metrics.ObserveQuery(ev.Backend, ev.Duration, kind)
-		}})
+		Observer: daemon.QueryObserver(metrics)})
 	if err != nil {
 		return err
 	}

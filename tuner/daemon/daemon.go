@@ -148,13 +148,7 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 
 func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 	p := d.cfg.Prometheus
-	observer := func(ev prom.QueryEvent) {
-		kind := ""
-		if ev.Err != nil {
-			kind = prom.KindOf(ev.Err).String()
-		}
-		d.deps.Metrics.ObserveQuery(ev.Backend, ev.Duration, kind)
-	}
+	observer := QueryObserver(d.deps.Metrics)
 	switch p.URL {
 	case "":
 		return nil, errors.New("prometheus.url is required (an http(s) URL, or embedded)")
@@ -249,6 +243,18 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 		}
 	}
 	return tg, nil
+}
+
+// QueryObserver reports every Prometheus query's latency and error kind
+// in the metrics.
+func QueryObserver(m *exporter.Metrics) prom.Observer {
+	return func(ev prom.QueryEvent) {
+		kind := ""
+		if ev.Err != nil {
+			kind = prom.KindOf(ev.Err).String()
+		}
+		m.ObserveQuery(ev.Backend, ev.Duration, kind)
+	}
 }
 
 // Targets returns the configured targets.
