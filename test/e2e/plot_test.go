@@ -10,7 +10,7 @@ import (
 // wrongly-held rate over time, with applies, the daemon restart and the
 // Prometheus outage marked.
 func plotSVG(res *loopResult) string {
-	const w, panelH, left, right, top, gap = 760, 150, 70, 20, 30, 40
+	const w, panelH, left, right, top, gap = 760, 150, 70, 20, 46, 40
 	h := top + 3*panelH + 2*gap + 40
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
