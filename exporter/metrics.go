@@ -4,7 +4,7 @@
 package exporter
 
 import (
-	"strconv"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,7 +131,7 @@ func New(version, commit string) *Metrics {
 	m.QueryErrors = c("query_errors_total", "Prometheus query errors by kind (unavailable, timeout, bad_query, other).", "querier", "kind")
 
 	info := g("build_info", "Build information; value 1.", "version", "commit", "goversion")
-	info.WithLabelValues(version, commit, goVersion()).Set(1)
+	info.WithLabelValues(version, commit, runtime.Version()).Set(1)
 	return m
 }
 
@@ -142,6 +142,3 @@ func (m *Metrics) ObserveQuery(querier string, d time.Duration, errKind string) 
 		m.QueryErrors.WithLabelValues(querier, errKind).Inc()
 	}
 }
-
-// QuantileLabel formats a quantile label value ("p50", "p90", "p99").
-func QuantileLabel(q float64) string { return "p" + strconv.Itoa(int(q*100+0.5)) }

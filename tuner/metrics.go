@@ -66,8 +66,8 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 		t.recordEstimates(tg, e)
 	}
 	if rep.shadowCur != nil {
-		t.recordShadow(tg, exporter.SettingsCurrent, rep.shadowCur, rep.Recommendation, true)
-		t.recordShadow(tg, exporter.SettingsRecommended, rep.shadowRec, rep.Recommendation, false)
+		t.recordShadow(tg, exporter.SettingsCurrent, rep.shadowCur, rep.shadowScale, rep.Recommendation, true)
+		t.recordShadow(tg, exporter.SettingsRecommended, rep.shadowRec, rep.shadowScale, rep.Recommendation, false)
 		for q, v := range map[string]*float64{"p50": rep.gateInput.PenaltyMs.P50, "p90": rep.gateInput.PenaltyMs.P90, "p99": rep.gateInput.PenaltyMs.P99} {
 			setOrDelete(m.GateInputPenalty.WithLabelValues(tg, q), v, func() { m.GateInputPenalty.DeleteLabelValues(tg, q) })
 		}
@@ -144,7 +144,9 @@ func (t *Tuner) recordEstimates(tg string, e *estimator.Estimates) {
 	}
 }
 
-func (t *Tuner) recordShadow(tg, settings string, c *shadow.Counts, rec *Recommendation, current bool) {
+// recordShadow adds the decisions no earlier cycle counted to the counters
+// and sets the window's rates.
+func (t *Tuner) recordShadow(tg, settings string, c *shadow.Counts, scale float64, rec *Recommendation, current bool) {
 	m := t.Metrics
 	for v := gate.Verdict(0); v < gate.NumVerdicts; v++ {
 		m.ShadowDecisions.WithLabelValues(tg, settings, v.String()).Add(float64(c.Verdicts[v]))
@@ -156,9 +158,10 @@ func (t *Tuner) recordShadow(tg, settings string, c *shadow.Counts, rec *Recomme
 	if current {
 		row = rec.Evidence.Shadow.Current
 	}
-	m.ShadowExcessTok.WithLabelValues(tg, settings).Add(row.ExcessTokens)
+	excess := c.ExcessTokens * scale
+	m.ShadowExcessTok.WithLabelValues(tg, settings).Add(excess)
 	if rec.PeakPrefillThroughput > 0 {
-		m.ShadowExcessSec.WithLabelValues(tg, settings).Add(row.ExcessTokens / rec.PeakPrefillThroughput)
+		m.ShadowExcessSec.WithLabelValues(tg, settings).Add(excess / rec.PeakPrefillThroughput)
 	}
 	setOrDelete(m.WronglyHeldRatio.WithLabelValues(tg, settings), row.Rates.WronglyHeld, func() { m.WronglyHeldRatio.DeleteLabelValues(tg, settings) })
 	setOrDelete(m.ForfeitedRatio.WithLabelValues(tg, settings), row.Rates.Forfeited, func() { m.ForfeitedRatio.DeleteLabelValues(tg, settings) })

@@ -3,6 +3,7 @@ package tuner_test
 import (
 	"context"
 	"fmt"
+	"github.com/gatetuner/gatetuner/exporter"
 	"io"
 	"log/slog"
 	"math"
@@ -30,6 +31,11 @@ type phaseEnv struct {
 	sc      *fleetsim.Scenario
 	profile gate.Profile
 	policy  config.Policy
+	// metrics, when set, receives the cycles' metrics; cycles > 1 runs that
+	// many cycles at the same time, calling afterCycle between them.
+	metrics    *exporter.Metrics
+	cycles     int
+	afterCycle func(i int)
 }
 
 func newPhaseEnv(t *testing.T, scenario, profile string) *phaseEnv {
@@ -99,12 +105,18 @@ func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, r
 		t.Fatal(err)
 	}
 	tc := config.Target{Name: e.sc.Target, File: path, Plugin: e.sc.EPP.Plugin, Profile: e.profile.Name, Policy: e.policy}
-	tu := &tuner.Tuner{Estimator: est, Clock: func() time.Time { return at }, Seed: seed, Logger: quiet}
+	tu := &tuner.Tuner{Estimator: est, Clock: func() time.Time { return at }, Seed: seed, Logger: quiet, Metrics: e.metrics}
 	target := &tuner.Target{Config: tc, Profile: e.profile, Sink: snk, Est: simenv.EstimatorTarget(e.sc)}
 	if records {
 		target.Records = &tuner.RecordsFile{Path: recPath}
 	}
 	rep := tu.Cycle(ctx, target)
+	for i := 1; i < e.cycles; i++ {
+		if e.afterCycle != nil {
+			e.afterCycle(i)
+		}
+		rep = tu.Cycle(ctx, target)
+	}
 	return rep, tr
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/tuner"
@@ -157,5 +158,47 @@ func TestStaticBarTracksTheShift(t *testing.T) {
 		if r := got / want; r < lo || r > 1.3 {
 			t.Errorf("%s: the bar moves ×%.1f, the best bar ×%.1f (ratio %.2f, want [%.2f, 1.3])", src, got, want, r, lo)
 		}
+	}
+}
+
+// TestShadowCountersCountEachDecisionOnce: windows overlap from cycle to
+// cycle; the shadow counters add only the decisions no earlier cycle counted.
+func TestShadowCountersCountEachDecisionOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a prompt-shift phase")
+	}
+	e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
+	e.metrics = exporter.New("test", "test")
+	total := func() float64 {
+		mfs, err := e.metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != "gatetuner_shadow_decisions_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "settings" && l.GetValue() == exporter.SettingsCurrent {
+						sum += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return sum
+	}
+	var first float64
+	e.cycles, e.afterCycle = 2, func(int) { first = total() }
+	rep, _ := e.recommend("night", fleetsim.DefaultSettings(), 1)
+	if rep.Recommendation == nil {
+		t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
+	}
+	if first == 0 || float64(rep.Recommendation.Evidence.Window.Decisions) != first {
+		t.Fatalf("first cycle counted %v decisions, its window holds %d", first, rep.Recommendation.Evidence.Window.Decisions)
+	}
+	if after := total(); after != first {
+		t.Fatalf("a second cycle over the same window added %v decisions to the counters", after-first)
 	}
 }

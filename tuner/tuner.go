@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -54,6 +55,31 @@ type Tuner struct {
 	Logger  *slog.Logger
 	// Seed makes the Prometheus model's draws reproducible.
 	Seed uint64
+
+	// counted is, per target, the end of the last window whose decisions
+	// went into the shadow counters (windows overlap from cycle to cycle).
+	countedMu sync.Mutex
+	counted   map[string]time.Time
+}
+
+// freshSince returns where this cycle's counter increments start: the end of
+// the target's last counted window, or from when there is none.
+func (t *Tuner) freshSince(target string, from time.Time) time.Time {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	if c, ok := t.counted[target]; ok && c.After(from) {
+		return c
+	}
+	return from
+}
+
+func (t *Tuner) markCounted(target string, to time.Time) {
+	t.countedMu.Lock()
+	defer t.countedMu.Unlock()
+	if t.counted == nil {
+		t.counted = map[string]time.Time{}
+	}
+	t.counted[target] = to
 }
 
 // subWindows is how many parts the shadow window is split into to judge the
@@ -86,7 +112,10 @@ type Report struct {
 	Apply     *ApplyView           `json:"apply,omitempty"`
 	Error     string               `json:"error,omitempty"`
 	// Shadow are the current and recommended settings' tallies for metrics.
+	// shadowCur and shadowRec tally only the decisions no earlier cycle
+	// counted (for the counters); shadowScale turns model draws into requests.
 	shadowCur, shadowRec *shadow.Counts
+	shadowScale          float64
 	gateInput            GateInput
 }
 
@@ -428,7 +457,12 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
 	width := window.To.Sub(window.From)
 	var fd shadow.FeedbackDecision
+	since := t.freshSince(tg.Config.Name, window.From)
+	fresh := shadow.NewAccumulator(settings, drain)
 	err = src.Replay(sctx, window.From, window.To, func(d *Decision) error {
+		if !d.TS.Before(since) {
+			fresh.Add(d.Endpoints)
+		}
 		k := int(float64(subWindows) * float64(d.TS.Sub(window.From)) / float64(width))
 		k = min(max(k, 0), subWindows-1)
 		ds := parts[k].Add(d.Endpoints)
@@ -542,7 +576,8 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	}
 	rate := drain
 	ev.Shadow = ShadowPair{Current: row(cands[0], &total[0], scale), Recommended: row(rc, &total[recIdx], scale)}
-	rep.shadowCur, rep.shadowRec = &total[0], &total[recIdx]
+	rep.shadowCur, rep.shadowRec, rep.shadowScale = fresh.Counts(0), fresh.Counts(recIdx), scale
+	t.markCounted(tg.Config.Name, window.To)
 	ev.ExcessCost = costPair(costs[0], costs[recIdx], width, pol.Cooldown, rate)
 	ev.RestartCost = restartCost(est, pol.RestartWarmup)
 

@@ -1,5 +1,0 @@
-package exporter
-
-import "runtime"
-
-func goVersion() string { return runtime.Version() }
