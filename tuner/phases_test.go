@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -207,7 +206,6 @@ func pctS(v *float64) string {
 	return fmt.Sprintf("%.1f%%", *v*100)
 }
 
-var _ = strings.Join
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -129,4 +128,3 @@ func newLogger(a *app, level, format string) (*slog.Logger, error) {
 	return nil, usageErr("--log-format must be text or json, got %q", format)
 }
 
-var _ = fmt.Sprint

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -237,4 +236,3 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 	return nil
 }
 
-var _ = os.Stdout
