@@ -206,7 +206,6 @@ func pctS(v *float64) string {
 	return fmt.Sprintf("%.1f%%", *v*100)
 }
 
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // TestModelDrawsStandForTheirShareOfTheStep: the Prometheus model's draws

@@ -127,4 +127,3 @@ func newLogger(a *app, level, format string) (*slog.Logger, error) {
 	}
 	return nil, usageErr("--log-format must be text or json, got %q", format)
 }
-

@@ -235,4 +235,3 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 	writeTruthText(a.stdout, sc, live.Truth())
 	return nil
 }
-
