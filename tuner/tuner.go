@@ -196,8 +196,12 @@ type ObjectiveView struct {
 	// current one is 0).
 	Ratio *float64 `json:"ratio"`
 	// SavingOverCooldownTokens is the drop in queued tokens (ahead + own,
-	// summed over requests) over a cooldown, compared with the restart cost.
+	// summed over requests) over a cooldown.
 	SavingOverCooldownTokens float64 `json:"savingOverCooldownTokens"`
+	// SavingOverCooldownSeconds is the same saving in request-seconds of
+	// queueing (tokens ÷ the per-endpoint rate), compared with the restart
+	// cost's delay.
+	SavingOverCooldownSeconds float64 `json:"savingOverCooldownSeconds"`
 	// RateSource is the drain rate that turns tokens into seconds.
 	RateSource string `json:"rateSource"`
 	// Candidates lists every candidate's numbers, so "why not X?" has an answer.
@@ -285,12 +289,29 @@ type CostPair struct {
 	RecommendedSeconds *float64 `json:"recommendedSeconds"`
 }
 
-// RestartCost is the estimated price of applying (the EPP loses its prefix index).
+// RestartCost is the estimated price of applying (the EPP loses its prefix
+// index): the re-prefilled tokens and the queueing they cause.
 type RestartCost struct {
+	// Tokens is the re-prefill backlog B the restart creates.
 	Tokens        float64 `json:"tokens"`
 	WarmupSeconds float64 `json:"warmupSeconds"`
-	Formula       string  `json:"formula"`
+	// CapacityTokensPerSecond is the pool's prefill capacity C (the rate
+	// that turns tokens into seconds, over all endpoints).
+	CapacityTokensPerSecond float64 `json:"capacityTokensPerSecond"`
+	// Utilization is the pool's computed prefill over C (null: unknown).
+	Utilization *float64 `json:"utilization"`
+	// DrainSeconds is how long the backlog takes to drain on the spare
+	// capacity, B / (C·(1−ρ)) (null: unknown).
+	DrainSeconds *float64 `json:"drainSeconds"`
+	// DelaySeconds is the extra queueing the backlog causes, summed over
+	// the requests that meet it (request-seconds): λ·B² / (2·C²·(1−ρ)).
+	DelaySeconds *float64 `json:"delaySeconds"`
+	Formula      string   `json:"formula"`
 }
+
+// maxRestartUtilization caps ρ in the restart cost: at or past saturation
+// the backlog would never drain and the cost would be infinite.
+const maxRestartUtilization = 0.95
 
 // ConfidenceParts is the documented confidence formula's factors.
 type ConfidenceParts struct {
@@ -579,7 +600,10 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = fresh.Counts(0), fresh.Counts(recIdx), scale
 	t.markCounted(tg.Config.Name, window.To)
 	ev.ExcessCost = costPair(costs[0], costs[recIdx], width, pol.Cooldown, rate)
-	ev.RestartCost = restartCost(est, pol.RestartWarmup)
+	ev.RestartCost = restartCost(est, pol.RestartWarmup, fbRate, fbRates)
+	if fbRate > 0 {
+		ev.Objective.SavingOverCooldownSeconds = ev.Objective.SavingOverCooldownTokens / fbRate
+	}
 
 	// Confidence (docs/tuner.md): rate × source × sample × consistency.
 	cp := ConfidenceParts{Rate: 1, Source: 1, Sample: 1, Consistency: 1}
@@ -726,8 +750,7 @@ func (t *Tuner) guard(rep *Report, tg *Target, snap *sink.Snapshot, params gate.
 			check("gain-share", pass, HoldNoGain, detail)
 		}
 		check("gain", ratio <= *pol.GainRatio, HoldNoGain, gainDetail)
-		check("restart-cost", obj.SavingOverCooldownTokens > ev.RestartCost.Tokens, HoldRestartCost,
-			fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens", pol.Cooldown, obj.SavingOverCooldownTokens, ev.RestartCost.Tokens))
+		check(restartGuard(obj, &ev.RestartCost, pol.Cooldown))
 	}
 	calibrated := params.PPTSource() == gate.PPTCalibrated && !tg.Config.AllowCalibrationOverride
 	check("calibration", !calibrated, HoldCalibrated, ifElse(calibrated,
@@ -927,18 +950,59 @@ func costPair(cur, rec float64, width, cooldown time.Duration, rate float64) Cos
 	return c
 }
 
-// restartCost estimates the tokens re-prefilled after an EPP restart: for
-// the warm-up, requests land without affinity, and on N endpoints a request
-// finds its prefix on the endpoint it lands on with probability 1/N.
-func restartCost(e *estimator.Estimates, warmup time.Duration) RestartCost {
-	rc := RestartCost{WarmupSeconds: warmup.Seconds(), Formula: "requestRate × mean cached tokens × warm-up × (N−1)/N"}
+// restartCost estimates what an EPP restart costs. For the warm-up,
+// requests land without affinity, and on N endpoints a request finds its
+// prefix on the endpoint it lands on with probability 1/N: B = requestRate ×
+// mean cached × warm-up × (N−1)/N tokens are prefilled again. That backlog
+// drains only on the pool's spare capacity C·(1−ρ), and every request that
+// arrives meanwhile queues behind what is left of it (spread over the
+// endpoints, B(t)/C seconds), so the delay summed over requests is
+// ∫λ·B(t)/C dt = λ·B² / (2·C²·(1−ρ)) request-seconds — quadratic in the
+// backlog and steep near saturation, which is what the closed loop measured
+// (docs/tuner.md). rate and rates are the per-endpoint prefill rates the
+// objective uses.
+func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
+	rc := RestartCost{WarmupSeconds: warmup.Seconds(),
+		Formula: "backlog B = requestRate × mean cached × warm-up × (N−1)/N; delay = λ·B² / (2·C²·(1−ρ))"}
 	n := float64(len(e.Routing.Endpoints))
 	if e.RequestRate.Value == nil || e.Cached.Mean == nil || n < 1 {
 		rc.Formula += " (unknown inputs: counted as 0)"
 		return rc
 	}
-	rc.Tokens = *e.RequestRate.Value * *e.Cached.Mean * warmup.Seconds() * (n - 1) / n
+	lambda := *e.RequestRate.Value
+	rc.Tokens = lambda * *e.Cached.Mean * warmup.Seconds() * (n - 1) / n
+	for _, ep := range e.Routing.Endpoints {
+		r, ok := rates[ep.Endpoint]
+		if !ok {
+			r = rate
+		}
+		rc.CapacityTokensPerSecond += r
+	}
+	work := computedTokenRate(e)
+	if rc.CapacityTokensPerSecond <= 0 || work <= 0 {
+		rc.Formula += " (capacity or computed prefill unknown: delay not priced)"
+		return rc
+	}
+	rho := work / rc.CapacityTokensPerSecond
+	rc.Utilization = &rho
+	spare := rc.CapacityTokensPerSecond * (1 - math.Min(rho, maxRestartUtilization))
+	drain := rc.Tokens / spare
+	delay := lambda * rc.Tokens * rc.Tokens / (2 * rc.CapacityTokensPerSecond * spare)
+	rc.DrainSeconds, rc.DelaySeconds = &drain, &delay
 	return rc
+}
+
+// restartGuard compares the saving over a cooldown with the restart's
+// cost: in request-seconds of queueing when the delay is priced, else (the
+// pool's utilization unknown) in tokens.
+func restartGuard(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
+	if rc.DelaySeconds != nil {
+		return "restart-cost", obj.SavingOverCooldownSeconds > *rc.DelaySeconds, HoldRestartCost,
+			fmt.Sprintf("saving over a %s cooldown %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
+				cooldown, obj.SavingOverCooldownSeconds, *rc.DelaySeconds, rc.Tokens, *rc.DrainSeconds, 100**rc.Utilization)
+	}
+	return "restart-cost", obj.SavingOverCooldownTokens > rc.Tokens, HoldRestartCost,
+		fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
 }
 
 // snapshotCoverage is the fraction of the window's expected snapshots present.

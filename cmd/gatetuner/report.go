@@ -60,7 +60,11 @@ func writeReport(w io.Writer, r *tuner.Report) {
 	if ec.CurrentSeconds != nil {
 		fmt.Fprintf(&b, " (%s → %s s of prefill)", num(*ec.CurrentSeconds), num(*ec.RecommendedSeconds))
 	}
-	fmt.Fprintf(&b, "; restart cost %s tokens (%s)\n", num(ev.RestartCost.Tokens), ev.RestartCost.Formula)
+	fmt.Fprintf(&b, "; restart cost %s tokens", num(ev.RestartCost.Tokens))
+	if rc := ev.RestartCost; rc.DelaySeconds != nil {
+		fmt.Fprintf(&b, ", %s request-seconds of queueing (drains in %ss at %.0f %% utilization)", num(*rc.DelaySeconds), num(*rc.DrainSeconds), 100**rc.Utilization)
+	}
+	fmt.Fprintf(&b, " (%s)\n", ev.RestartCost.Formula)
 	e := ev.Estimates
 	fmt.Fprintf(&b, "  estimates    drain rate %s (%s, confidence %.2f)", nump(e.DrainRate), e.DrainStatus, e.DrainConfidence)
 	if e.DrainInterval != nil {
