@@ -25,6 +25,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/deployactor"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
@@ -85,6 +88,9 @@ type loopResult struct {
 	OutageStart time.Time     `json:"prometheusOutageStart"`
 	OutageEnd   time.Time     `json:"prometheusOutageEnd"`
 	Start       time.Time     `json:"start"`
+	// Holds counts the cycles held by reason, from the daemon's
+	// gatetuner_holds_total since its restart (read just before it stops).
+	Holds map[string]float64 `json:"holdsSinceRestart"`
 }
 
 type phaseResult struct {
@@ -216,6 +222,7 @@ func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 			t.Logf("[%s] Prometheus was down from +%s to +%s", profile, res.OutageStart.Sub(start).Round(time.Second), res.OutageEnd.Sub(start).Round(time.Second))
 		}
 	}
+	res.Holds = daemonHolds(t, daemonAddr)
 	d.stop(t)
 
 	// What the daemon did, from the target's own history.
@@ -263,9 +270,12 @@ func phases(tr *fleetsim.Truth) []phaseResult {
 	return out
 }
 
-// judge asserts what the closed loop must never do, and reports what it
-// achieved against the no-daemon run (the performance targets are reported,
-// not asserted: see docs/benchmarks.md).
+// judge asserts what the closed loop must never do — including making TTFT
+// p90 worse than 1.5× the no-daemon run — and reports what it achieved
+// against that run (the issue's performance targets are reported, not
+// asserted: a single EPP restart in this window costs more than any setting
+// wins back, see TestRestartCostDominatesTheClosedLoop and
+// docs/benchmarks.md).
 func judge(t *testing.T, res *loopResult, profile string, cm *corev1.ConfigMap) {
 	t.Helper()
 	if len(res.Applies) > 3 {
@@ -291,15 +301,16 @@ func judge(t *testing.T, res *loopResult, profile string, cm *corev1.ConfigMap) 
 			t.Errorf("apply #%d came %s after #%d took effect, inside the 5m cooldown", cur.Seq, cur.At.Sub(eff).Round(time.Second), prev.Seq)
 		}
 	}
+	firstAt := 0.0 // seconds of the compressed (live) scenario
 	if len(res.Applies) == 0 {
-		t.Logf("[%s] the daemon never applied (history: %s)", profile, cm.Annotations[sink.AnnotationHistory])
-		return
+		t.Logf("[%s] the daemon never applied; holds since its restart: %v (history: %q)", profile, res.Holds, cm.Annotations[sink.AnnotationHistory])
+	} else {
+		first := res.Applies[0].At
+		if res.Applies[0].EffectiveAt != nil {
+			first = *res.Applies[0].EffectiveAt
+		}
+		firstAt = first.Sub(res.Start).Seconds()
 	}
-	first := res.Applies[0].At
-	if res.Applies[0].EffectiveAt != nil {
-		first = *res.Applies[0].EffectiveAt
-	}
-	firstAt := first.Sub(res.Start).Seconds() // seconds of the compressed (live) scenario
 	var tunedP90, baseP90, n float64
 	var tunedHeld, tunedKnown, baseHeld, baseKnown, tunedRel, baseRel int64
 	for i, p := range res.Tuned {
@@ -322,8 +333,15 @@ func judge(t *testing.T, res *loopResult, profile string, cm *corev1.ConfigMap) 
 	bh := float64(baseHeld) / float64(max(baseKnown, 1))
 	tf := float64(tunedRel) / float64(max(tunedKnown, 1))
 	bf := float64(baseRel) / float64(max(baseKnown, 1))
-	t.Logf("[%s] phases from the first apply (+%.0fs): TTFT p90 %.2fs vs %.2fs without the daemon (%+.0f%%); wrongly held %.2f%% vs %.2f%%; forfeited %.2f%% vs %.2f%%",
+	t.Logf("[%s] phases from the first apply (+%.0fs; the whole run without one): TTFT p90 %.2fs vs %.2fs without the daemon (%+.0f%%); wrongly held %.2f%% vs %.2f%%; forfeited %.2f%% vs %.2f%%",
 		profile, firstAt, tunedP90, baseP90, 100*(tunedP90/baseP90-1), th*100, bh*100, tf*100, bf*100)
+	// The daemon must never make the pool worse: the restart-cost guard
+	// holds when a rollout's re-prefill backlog costs more than the
+	// recommendation saves. The live run differs from the batch baseline by
+	// up to ~15 % on its own (real-time ticks), hence the margin.
+	if tunedP90 > 1.5*baseP90 {
+		t.Errorf("[%s] TTFT p90 %.2fs from the first apply on, %.1f× the no-daemon run's %.2fs: the daemon made the pool worse", profile, tunedP90, tunedP90/baseP90, baseP90)
+	}
 }
 
 // serve serves the fleet's /metrics on a free loopback port.
@@ -480,4 +498,32 @@ func (d *daemonProc) stop(t *testing.T) {
 		_ = d.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// daemonHolds reads the daemon's gatetuner_holds_total by reason (nil when
+// the daemon does not answer).
+func daemonHolds(t *testing.T, addr string) map[string]float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Logf("read the daemon's metrics: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Logf("parse the daemon's metrics: %v", err)
+		return nil
+	}
+	out := map[string]float64{}
+	if f := fams["gatetuner_holds_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
