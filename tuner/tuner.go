@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,6 +118,9 @@ type Report struct {
 	shadowCur, shadowRec *shadow.Counts
 	shadowScale          float64
 	gateInput            GateInput
+	// write is the planned write (set by planCycle when the cycle should
+	// write; taken by plan).
+	write *writePlan
 }
 
 // Hold is why a cycle did not write.
@@ -369,26 +373,77 @@ func (t *Tuner) log() *slog.Logger {
 // Cycle runs one tuning cycle for a target: read, estimate, shadow,
 // recommend, guard and — in configmap or rollout mode — write.
 func (t *Tuner) Cycle(ctx context.Context, tg *Target) *Report {
-	start := t.now()
-	ctx, span := t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-	defer span.End()
-	rep := t.cycle(ctx, tg)
-	span.SetAttributes(attribute.String("gatetuner.result", string(rep.Result)))
-	if rep.Hold != nil {
-		span.SetAttributes(attribute.String("gatetuner.hold", string(rep.Hold.Reason)))
+	return t.CycleGroup(ctx, []*Target{tg}, nil)[0]
+}
+
+// CycleGroup runs one cycle for targets that share one EPP config (filter
+// instances of one ConfigMap or file): each target is planned on its own —
+// read, estimate, shadow, recommend, guard — and the edits of every target
+// that passes all guards are written together through joint, in one write
+// and, in rollout mode, one EPP restart. joint must manage all the targets'
+// plugins (sink.Merge); it is used only when two or more targets write.
+func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) []*Report {
+	reps := make([]*Report, len(tgs))
+	plans := make([]*writePlan, len(tgs))
+	starts := make([]time.Time, len(tgs))
+	spans := make([]trace.Span, len(tgs))
+	var ready []int
+	for i, tg := range tgs {
+		starts[i] = t.now()
+		var cctx context.Context
+		cctx, spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
+		reps[i], plans[i] = t.plan(cctx, tg)
+		if plans[i] != nil {
+			plans[i].ctx = cctx
+			ready = append(ready, i)
+		}
 	}
-	if rep.Result == ResultError {
-		span.SetStatus(codes.Error, rep.Error)
+	switch {
+	case len(ready) == 1 || len(ready) > 1 && joint == nil:
+		for _, i := range ready {
+			t.apply(plans[i].ctx, tgs[i].Sink, reps[i], plans[i])
+		}
+	case len(ready) > 1:
+		t.applyJoint(ctx, joint, reps, plans, ready)
 	}
-	t.record(rep, t.now().Sub(start))
-	return rep
+	for i, rep := range reps {
+		span := spans[i]
+		span.SetAttributes(attribute.String("gatetuner.result", string(rep.Result)))
+		if rep.Hold != nil {
+			span.SetAttributes(attribute.String("gatetuner.hold", string(rep.Hold.Reason)))
+		}
+		if rep.Result == ResultError {
+			span.SetStatus(codes.Error, rep.Error)
+		}
+		span.End()
+		t.record(rep, t.now().Sub(starts[i]))
+	}
+	return reps
+}
+
+// writePlan is a planned write: the guards passed, the mode writes and the
+// apply window is open.
+type writePlan struct {
+	ctx     context.Context
+	snap    *sink.Snapshot
+	changes []eppconfig.Change
+	meta    sink.Meta
 }
 
 func (t *Tuner) stage(ctx context.Context, name string) (context.Context, trace.Span) {
 	return t.tracer().Start(ctx, "gatetuner."+name)
 }
 
-func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
+// plan runs a cycle up to the write: it returns the report and, when the
+// cycle should write, what to write.
+func (t *Tuner) plan(ctx context.Context, tg *Target) (*Report, *writePlan) {
+	rep := t.planCycle(ctx, tg)
+	w := rep.write
+	rep.write = nil
+	return rep, w
+}
+
+func (t *Tuner) planCycle(ctx context.Context, tg *Target) *Report {
 	pol := tg.Config.Policy
 	now := t.now()
 	rep := &Report{Target: tg.Config.Name, At: now, Mode: pol.Mode}
@@ -656,14 +711,80 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 		}
 	}
 
+	rep.write = &writePlan{snap: snap, changes: changes, meta: sink.Meta{
+		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: recHash(rec),
+	}}
+	return rep
+}
+
+// apply writes one target's plan through sk and records the outcome on rep.
+func (t *Tuner) apply(ctx context.Context, sk sink.Sink, rep *Report, p *writePlan) {
 	actx, span := t.stage(ctx, "apply")
 	defer span.End()
-	res, err := tg.Sink.Apply(actx, snap, changes, sink.Meta{
-		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: recHash(rec),
-	})
+	res, err := sk.Apply(actx, p.snap, p.changes, p.meta)
+	applied(rep, res, err)
+}
+
+// applyJoint writes the plans of several targets sharing one EPP config in
+// one write through joint. The config is read again; if a key one of the
+// plans owns changed since that plan read it, nothing is written
+// (changed-externally) — the next cycle plans on the fresh content.
+func (t *Tuner) applyJoint(ctx context.Context, joint sink.Sink, reps []*Report, plans []*writePlan, ready []int) {
+	actx, span := t.stage(ctx, "apply")
+	defer span.End()
+	var names []string
+	for _, i := range ready {
+		names = append(names, reps[i].Target)
+	}
+	span.SetAttributes(attribute.StringSlice("gatetuner.targets", names))
+	fail := func(result Result, reason HoldReason, detail string) {
+		for _, i := range ready {
+			r := reps[i]
+			r.Result, r.Hold = result, &Hold{Reason: reason, Detail: detail}
+			if result == ResultError {
+				r.Error = detail
+			}
+			if r.Recommendation != nil {
+				r.Recommendation.HoldReason = string(reason)
+			}
+		}
+	}
+	snap, err := joint.Read(actx)
+	if err != nil {
+		fail(ResultError, HoldTargetError, fmt.Sprintf("joint write with %s: %v", strings.Join(names, ", "), err))
+		return
+	}
+	var changes []eppconfig.Change
+	var reasons, evidence, hashes []string
+	for _, i := range ready {
+		p := plans[i]
+		for _, ch := range p.changes {
+			before, _ := p.snap.Instance(ch.Plugin)
+			now, ok := snap.Instance(ch.Plugin)
+			if !ok || !slices.Equal(before.Owned, now.Owned) {
+				fail(ResultHeld, HoldChangedExternally, fmt.Sprintf("%s: the settings of %s changed between the cycle's read and the joint write with %s; the next cycle plans on the fresh content",
+					snap.Source, ch.Target, strings.Join(names, ", ")))
+				return
+			}
+		}
+		changes = append(changes, p.changes...)
+		reasons = append(reasons, reps[i].Target+": "+p.meta.Reason)
+		evidence = append(evidence, reps[i].Target+": "+p.meta.Evidence)
+		hashes = append(hashes, p.meta.RecommendationHash)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(hashes, "+")))
+	res, err := joint.Apply(actx, snap, changes, sink.Meta{Kind: sink.KindApply, Reason: strings.Join(reasons, " | "),
+		Evidence: strings.Join(evidence, " | "), RecommendationHash: hex.EncodeToString(sum[:8])})
+	for _, i := range ready {
+		applied(reps[i], res, err)
+	}
+}
+
+// applied records a sink write's outcome on rep.
+func applied(rep *Report, res *sink.Result, err error) {
 	if err != nil {
 		rep.Result, rep.Error = ResultError, fmt.Sprintf("apply: %v", err)
-		return rep
+		return
 	}
 	rep.Apply = &ApplyView{Outcome: string(res.Outcome), Pending: res.Pending, Attempts: res.Attempts, Recomputed: res.Recomputed}
 	if res.Entry != nil {
@@ -687,9 +808,12 @@ func (t *Tuner) cycle(ctx context.Context, tg *Target) *Report {
 			h = &sink.Hold{Reason: "unknown"}
 		}
 		rep.Apply.Hold = h.String()
-		return held(HoldReason(h.Reason), h.Message)
+		rep.Result = ResultHeld
+		rep.Hold = &Hold{Reason: HoldReason(h.Reason), Detail: h.Message}
+		if rep.Recommendation != nil {
+			rep.Recommendation.HoldReason = string(h.Reason)
+		}
 	}
-	return rep
 }
 
 // guard checks every guard in order, records each, and returns the first hold.

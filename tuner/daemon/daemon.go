@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +63,9 @@ type Daemon struct {
 	log     *slog.Logger
 	tuner   *tuner.Tuner
 	targets []*tuner.Target
+	// groups partition the targets by EPP config location: targets sharing
+	// one config are planned together and written in one write.
+	groups  []*targetGroup
 	kube    kubernetes.Interface
 	closers []func()
 
@@ -113,6 +118,10 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
 		}
 		d.targets = append(d.targets, tg)
+	}
+	if err := d.group(q); err != nil {
+		d.Close()
+		return nil, err
 	}
 	d.ready.Store(true)
 	return d, nil
@@ -200,16 +209,7 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 			st.Mode = sink.ModeRollout
 		}
 	}
-	so := sink.Options{Client: d.kube, Identity: d.deps.Identity, Logger: d.log, ReadOnly: d.deps.ReadOnly || ct.Mode == config.ModeOff,
-		RolloutTimeout: ct.Verification.RolloutTimeout}
-	if ct.Mode == config.ModeRollout {
-		so.Verify = &sink.Verify{Querier: q, Selector: ct.Selector.EPP, VLLMSelector: ct.Selector.VLLM,
-			Margin: ct.Verification.TTFTMargin, Window: ct.Verification.Window, Warmup: ct.Verification.Warmup}
-	}
-	if d.deps.SinkOptions != nil {
-		d.deps.SinkOptions(&so)
-	}
-	sk, err := sink.New(st, so)
+	sk, err := sink.New(st, d.sinkOptions(ct, q))
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +245,70 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 	return tg, nil
 }
 
+// sinkOptions are the sink options of a configured target.
+func (d *Daemon) sinkOptions(ct config.Target, q prom.Querier) sink.Options {
+	so := sink.Options{Client: d.kube, Identity: d.deps.Identity, Logger: d.log, ReadOnly: d.deps.ReadOnly || ct.Mode == config.ModeOff,
+		RolloutTimeout: ct.Verification.RolloutTimeout}
+	if ct.Mode == config.ModeRollout {
+		so.Verify = &sink.Verify{Querier: q, Selector: ct.Selector.EPP, VLLMSelector: ct.Selector.VLLM,
+			Margin: ct.Verification.TTFTMargin, Window: ct.Verification.Window, Warmup: ct.Verification.Warmup}
+	}
+	if d.deps.SinkOptions != nil {
+		d.deps.SinkOptions(&so)
+	}
+	return so
+}
+
+// targetGroup is the targets sharing one EPP config location; joint (set
+// when there are several) manages all their filter instances.
+type targetGroup struct {
+	members []*tuner.Target
+	joint   sink.Sink
+}
+
+// group partitions the targets by config location. Targets sharing one
+// config (filter instances of one ConfigMap key or file) must agree on the
+// mode, deployment, profile and schedule, and name their plugins: the EPP
+// restarts onto a whole config, so their edits are written together.
+func (d *Daemon) group(q prom.Querier) error {
+	byLoc := map[string]*targetGroup{}
+	for _, tg := range d.targets {
+		loc := tg.Sink.Target().Location()
+		g, ok := byLoc[loc]
+		if !ok {
+			g = &targetGroup{}
+			byLoc[loc] = g
+			d.groups = append(d.groups, g)
+		}
+		g.members = append(g.members, tg)
+	}
+	for _, g := range d.groups {
+		if len(g.members) < 2 {
+			continue
+		}
+		first := g.members[0].Config
+		var sts []sink.Target
+		var names []string
+		for _, m := range g.members {
+			names = append(names, m.Config.Name)
+			sts = append(sts, m.Sink.Target())
+			if m.Config.Mode != first.Mode || m.Config.Schedule != first.Schedule {
+				return fmt.Errorf("targets %s and %s share %s: give them the same mode and schedule (their edits are written together)",
+					first.Name, m.Config.Name, m.Sink.Target().Location())
+			}
+		}
+		merged, err := sink.Merge(sts...)
+		if err != nil {
+			return fmt.Errorf("targets %s share one config: %w", strings.Join(names, ", "), err)
+		}
+		if g.joint, err = sink.New(merged, d.sinkOptions(first, q)); err != nil {
+			return fmt.Errorf("targets %s: joint sink: %w", strings.Join(names, ", "), err)
+		}
+		d.log.Info("targets share one EPP config: planned together, written in one write", "targets", names, "location", merged.Location())
+	}
+	return nil
+}
+
 // QueryObserver reports every Prometheus query's latency and error kind
 // in the metrics.
 func QueryObserver(m *exporter.Metrics) prom.Observer {
@@ -263,11 +327,15 @@ func (d *Daemon) Targets() []*tuner.Target { return d.targets }
 // RunOnce runs one cycle for each target (or the one named) now.
 func (d *Daemon) RunOnce(ctx context.Context, name string) ([]*tuner.Report, error) {
 	var out []*tuner.Report
-	for _, tg := range d.targets {
-		if name != "" && tg.Config.Name != name {
+	for _, g := range d.groups {
+		if name != "" && !slices.ContainsFunc(g.members, func(tg *tuner.Target) bool { return tg.Config.Name == name }) {
 			continue
 		}
-		out = append(out, d.cycle(ctx, tg))
+		for _, rep := range d.cycle(ctx, g) {
+			if name == "" || rep.Target == name {
+				out = append(out, rep)
+			}
+		}
 	}
 	if name != "" && len(out) == 0 {
 		var names []string
@@ -279,19 +347,24 @@ func (d *Daemon) RunOnce(ctx context.Context, name string) ([]*tuner.Report, err
 	return out, nil
 }
 
-// cycle runs one target's cycle, never letting a panic escape.
-func (d *Daemon) cycle(ctx context.Context, tg *tuner.Target) (rep *tuner.Report) {
+// cycle runs one group's cycle, never letting a panic escape.
+func (d *Daemon) cycle(ctx context.Context, g *targetGroup) (reps []*tuner.Report) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("cycle panicked", "target", tg.Config.Name, "panic", r)
-			rep = &tuner.Report{Target: tg.Config.Name, At: d.deps.Clock(), Result: tuner.ResultError, Error: fmt.Sprintf("panic: %v", r)}
-			d.deps.Metrics.Cycles.WithLabelValues(tg.Config.Name, string(tuner.ResultError)).Inc()
+			reps = nil
+			for _, tg := range g.members {
+				d.log.Error("cycle panicked", "target", tg.Config.Name, "panic", r)
+				reps = append(reps, &tuner.Report{Target: tg.Config.Name, At: d.deps.Clock(), Result: tuner.ResultError, Error: fmt.Sprintf("panic: %v", r)})
+				d.deps.Metrics.Cycles.WithLabelValues(tg.Config.Name, string(tuner.ResultError)).Inc()
+			}
 		}
 		d.mu.Lock()
-		d.reports[tg.Config.Name] = rep
+		for _, rep := range reps {
+			d.reports[rep.Target] = rep
+		}
 		d.mu.Unlock()
 	}()
-	return d.tuner.Cycle(ctx, tg)
+	return d.tuner.CycleGroup(ctx, g.members, g.joint)
 }
 
 // Run schedules the cycles until ctx ends: directly, or only while this
@@ -322,10 +395,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) schedule(ctx context.Context) {
 	c := cron.New(cron.WithParser(cron.NewParser(cron.Minute|cron.Hour|cron.Dom|cron.Month|cron.Dow|cron.Descriptor)),
 		cron.WithChain(cron.Recover(cronLogger{d.log}), cron.SkipIfStillRunning(cronLogger{d.log})))
-	for _, tg := range d.targets {
-		tg := tg
-		if _, err := c.AddFunc(tg.Config.Schedule, func() { d.cycle(ctx, tg) }); err != nil {
-			d.log.Error("schedule", "target", tg.Config.Name, "error", err)
+	for _, g := range d.groups {
+		g := g
+		if _, err := c.AddFunc(g.members[0].Config.Schedule, func() { d.cycle(ctx, g) }); err != nil {
+			d.log.Error("schedule", "target", g.members[0].Config.Name, "error", err)
 		}
 	}
 	d.log.Info("scheduling cycles", "targets", len(d.targets), "identity", d.deps.Identity)
