@@ -98,6 +98,22 @@ func groupTarget(sc *fleetsim.Scenario, name, path, plugin string, mode string) 
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens, Selector: config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol}
 }
 
+// twoTargetDaemon is a daemon in configmap mode over groupEnv with one
+// target per filter instance of twoFilters.
+func twoTargetDaemon(t *testing.T) (*Daemon, string) {
+	t.Helper()
+	emb, sc, path, at := groupEnv(t)
+	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{
+		groupTarget(sc, "chat", path, "prefill-affinity", config.ModeConfigMap),
+		groupTarget(sc, "batch", path, "prefill-affinity-batch", config.ModeConfigMap)}}
+	d, err := New(context.Background(), cfg, Deps{Querier: emb, Clock: func() time.Time { return at }, Seed: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d, path
+}
+
 // TestTargetsSharingOneConfigWriteOnce: two filter instances of one EPP
 // config are two targets; when both pass their guards, the daemon writes
 // both edits in one write — one history entry, one pending restart — every
@@ -107,15 +123,7 @@ func TestTargetsSharingOneConfigWriteOnce(t *testing.T) {
 		t.Skip("simulates prompt-shift's night")
 	}
 	ctx := context.Background()
-	emb, sc, path, at := groupEnv(t)
-	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{
-		groupTarget(sc, "chat", path, "prefill-affinity", config.ModeConfigMap),
-		groupTarget(sc, "batch", path, "prefill-affinity-batch", config.ModeConfigMap)}}
-	d, err := New(ctx, cfg, Deps{Querier: emb, Clock: func() time.Time { return at }, Seed: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, path := twoTargetDaemon(t)
 	reps, err := d.RunOnce(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +268,7 @@ func TestJointWriteHoldsOnAnExternalEdit(t *testing.T) {
 		t.Skip("simulates prompt-shift's night")
 	}
 	ctx := context.Background()
-	emb, sc, path, at := groupEnv(t)
-	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{
-		groupTarget(sc, "chat", path, "prefill-affinity", config.ModeConfigMap),
-		groupTarget(sc, "batch", path, "prefill-affinity-batch", config.ModeConfigMap)}}
-	d, err := New(ctx, cfg, Deps{Querier: emb, Clock: func() time.Time { return at }, Seed: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, path := twoTargetDaemon(t)
 	edited := strings.Replace(twoFilters, "maxTTFTPenaltyMs: 18000\n", "maxTTFTPenaltyMs: 9000\n", 1)
 	d.groups[0].joint = &editBeforeRead{Sink: d.groups[0].joint, path: path, from: "maxTTFTPenaltyMs: 18000\n", to: "maxTTFTPenaltyMs: 9000\n"}
 	reps, err := d.RunOnce(ctx, "")
