@@ -288,6 +288,8 @@ func fillMetrics(m *exporter.Metrics, tg string) {
 	}
 	m.DecisionSource.WithLabelValues(tg, "prometheus-model").Set(1)
 	m.ShadowWindowStart.WithLabelValues(tg).Set(float64(time.Now().Add(-2 * time.Hour).Unix()))
+	m.RestartCost.WithLabelValues(tg).Set(52000)
+	m.RestartSaving.WithLabelValues(tg).Set(81000)
 	for _, s := range []string{exporter.SettingsCurrent, exporter.SettingsRecommended} {
 		m.WronglyHeldRatio.WithLabelValues(tg, s).Set(map[string]float64{"current": 0.172, "recommended": 0.031}[s])
 		m.ForfeitedRatio.WithLabelValues(tg, s).Set(map[string]float64{"current": 0.004, "recommended": 0.02}[s])

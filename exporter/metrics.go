@@ -46,6 +46,8 @@ type Metrics struct {
 	GateInputGap      *prometheus.GaugeVec   // {target, quantile}
 	DecisionSource    *prometheus.GaugeVec   // {target, source}
 	ShadowWindowStart *prometheus.GaugeVec   // {target}
+	RestartCost       *prometheus.GaugeVec   // {target}
+	RestartSaving     *prometheus.GaugeVec   // {target}
 
 	// Parameters.
 	Parameter   *prometheus.GaugeVec // {target, settings, parameter}
@@ -107,6 +109,8 @@ func New(version, commit string) *Metrics {
 	m.GateInputGap = g("gate_input_gap_minus_matched_tokens", "Quantiles of gap − matched tokens over decisions with a known verdict.", "target", "quantile")
 	m.DecisionSource = g("decision_source", "1 for the decision source the last shadow used (records or prometheus-model).", "target", "source")
 	m.ShadowWindowStart = g("shadow_window_start_timestamp_seconds", "Start of the last shadow window (windows spanning an apply are discarded).", "target")
+	m.RestartCost = g("restart_cost_request_seconds", "Estimated queueing an EPP restart would cause (request-seconds; absent when not priced): the restart-cost guard's cost side.", "target")
+	m.RestartSaving = g("restart_saving_request_seconds", "The recommendation's queueing saving over a cooldown (request-seconds): the restart-cost guard's saving side.", "target")
 
 	m.Parameter = g("parameter", "Gate parameter values, current and recommended (maxTTFTPenaltyMs, peakPrefillThroughput, barTokens).", "target", "settings", "parameter")
 	m.PenaltyMode = g("penalty_mode", "1 for the penalty mode in force (current) or recommended.", "target", "settings", "mode")

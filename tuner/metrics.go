@@ -78,6 +78,8 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 		m.DecisionSource.DeletePartialMatch(map[string]string{"target": tg})
 		m.DecisionSource.WithLabelValues(tg, ev.Source).Set(1)
 		m.ShadowWindowStart.WithLabelValues(tg).Set(float64(ev.Window.From.Unix()))
+		setOrDelete(m.RestartCost.WithLabelValues(tg), ev.RestartCost.DelaySeconds, func() { m.RestartCost.DeleteLabelValues(tg) })
+		m.RestartSaving.WithLabelValues(tg).Set(ev.Objective.SavingOverCooldownSeconds)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
@@ -200,5 +202,28 @@ func TestShadowCountersCountEachDecisionOnce(t *testing.T) {
 	}
 	if after := total(); after != first {
 		t.Fatalf("a second cycle over the same window added %v decisions to the counters", after-first)
+	}
+}
+
+// TestRestartGuardSidesAreExported: the restart-cost guard's two sides are
+// gauges, equal to the evidence, so a dashboard shows why a target holds.
+func TestRestartGuardSidesAreExported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a prompt-shift phase")
+	}
+	e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
+	e.metrics = exporter.New("test", "test")
+	rep, _ := e.recommend("evening", fleetsim.DefaultSettings(), 1)
+	if rep.Recommendation == nil {
+		t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
+	}
+	ev := rep.Recommendation.Evidence
+	if ev.RestartCost.DelaySeconds == nil || *ev.RestartCost.DelaySeconds <= 0 {
+		t.Fatalf("restart cost not priced: %+v", ev.RestartCost)
+	}
+	cost := testutil.ToFloat64(e.metrics.RestartCost.WithLabelValues(e.sc.Target))
+	saving := testutil.ToFloat64(e.metrics.RestartSaving.WithLabelValues(e.sc.Target))
+	if cost != *ev.RestartCost.DelaySeconds || saving != ev.Objective.SavingOverCooldownSeconds {
+		t.Fatalf("gauges cost %v saving %v, evidence %v and %v", cost, saving, *ev.RestartCost.DelaySeconds, ev.Objective.SavingOverCooldownSeconds)
 	}
 }
