@@ -271,7 +271,7 @@ func phases(tr *fleetsim.Truth) []phaseResult {
 }
 
 // judge asserts what the closed loop must never do — including making TTFT
-// p90 worse than 2× the no-daemon run — and reports what it achieved
+// p90 worse than 2.5× the no-daemon run — and reports what it achieved
 // against that run (the performance targets are reported, not
 // asserted: a single EPP restart in this window costs more than any setting
 // wins back, see TestRestartCostDominatesTheClosedLoop and
@@ -339,10 +339,12 @@ func judge(t *testing.T, res *loopResult, profile string, cm *corev1.ConfigMap) 
 	// holds when a rollout's re-prefill backlog costs more than the
 	// recommendation saves. The live run differs from the batch baseline by
 	// ~15 % on its own (real-time ticks), and an apply early in the run, while
-	// the lookback still sees a cold pool, can under-price a restart: the
-	// margin is 2×, which still catches the 3–4× meltdowns of a restart under
-	// load.
-	if tunedP90 > 2*baseP90 {
+	// the lookback still sees a cold pool, can under-price a restart (a
+	// restart that changes nothing at 15 % of the run costs 2.1×,
+	// TestRestartCostDominatesTheClosedLoop): the margin is 2.5×, which still
+	// catches the 3.6–4.0× meltdowns of the applies under load that the linear
+	// restart cost let through.
+	if tunedP90 > 2.5*baseP90 {
 		t.Errorf("[%s] TTFT p90 %.2fs from the first apply on, %.1f× the no-daemon run's %.2fs: the daemon made the pool worse", profile, tunedP90, tunedP90/baseP90, baseP90)
 	}
 }
