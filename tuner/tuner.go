@@ -387,21 +387,30 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	plans := make([]*writePlan, len(tgs))
 	starts := make([]time.Time, len(tgs))
 	spans := make([]trace.Span, len(tgs))
+	ctxs := make([]context.Context, len(tgs))
+	finished := false
+	defer func() {
+		if !finished { // a panic: end the spans before it propagates
+			for _, sp := range spans {
+				if sp != nil {
+					sp.End()
+				}
+			}
+		}
+	}()
 	var ready []int
 	for i, tg := range tgs {
 		starts[i] = t.now()
-		var cctx context.Context
-		cctx, spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-		reps[i], plans[i] = t.plan(cctx, tg)
+		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
+		reps[i], plans[i] = t.plan(ctxs[i], tg)
 		if plans[i] != nil {
-			plans[i].ctx = cctx
 			ready = append(ready, i)
 		}
 	}
 	switch {
 	case len(ready) == 1 || len(ready) > 1 && joint == nil:
 		for _, i := range ready {
-			t.apply(plans[i].ctx, tgs[i].Sink, reps[i], plans[i])
+			t.apply(ctxs[i], tgs[i].Sink, reps[i], plans[i])
 		}
 	case len(ready) > 1:
 		t.applyJoint(ctx, joint, reps, plans, ready)
@@ -418,13 +427,13 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 		span.End()
 		t.record(rep, t.now().Sub(starts[i]))
 	}
+	finished = true
 	return reps
 }
 
 // writePlan is a planned write: the guards passed, the mode writes and the
 // apply window is open.
 type writePlan struct {
-	ctx     context.Context
 	snap    *sink.Snapshot
 	changes []eppconfig.Change
 	meta    sink.Meta
