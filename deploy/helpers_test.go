@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatetuner/gatetuner/deploy/internal/render"
 	"github.com/gatetuner/gatetuner/exporter"
+	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
@@ -88,7 +89,7 @@ func kustomizeObjects(t testing.TB, dir string) []*unstructured.Unstructured {
 
 func decode(t testing.TB, manifests []byte) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := render.Decode(manifests)
+	objs, err := kubeharness.DecodeManifests(manifests)
 	if err != nil {
 		t.Fatal(err)
 	}

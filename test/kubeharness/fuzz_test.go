@@ -19,6 +19,8 @@ func FuzzDecodeManifests(f *testing.F) {
 		"apiVersion: v1\nkind: ConfigMap\n",
 		"kind: [\n",
 		"apiVersion: 'a/b/c'\nkind: X\nmetadata: {name: x}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [1, 2]\n",
+		"a: &x [*x]\n",
 	} {
 		f.Add([]byte(seed))
 	}

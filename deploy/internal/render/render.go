@@ -5,9 +5,7 @@ package render
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"path"
 	"sort"
 	"strings"
@@ -15,8 +13,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -83,28 +79,4 @@ func Helm(chartDir string, rel HelmRelease) ([]byte, error) {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, body)
 	}
 	return b.Bytes(), nil
-}
-
-// Decode parses a YAML stream of Kubernetes objects; empty documents are
-// skipped. Each object must have an apiVersion, a kind and a name.
-func Decode(manifests []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	var objs []*unstructured.Unstructured
-	for doc := 1; ; doc++ {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("decode manifest document %d: %w", doc, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
-			return nil, fmt.Errorf("manifest document %d: apiVersion, kind and metadata.name are required", doc)
-		}
-		objs = append(objs, u)
-	}
 }

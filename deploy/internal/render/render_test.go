@@ -3,8 +3,9 @@ package render
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/gatetuner/gatetuner/test/kubeharness"
 )
 
 func write(t *testing.T, dir string, files map[string]string) {
@@ -17,32 +18,6 @@ func write(t *testing.T, dir string, files map[string]string) {
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func TestDecodeRejectsIncompleteObjects(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     int
-		err      string
-	}{
-		{"two objects and an empty document", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n", 2, ""},
-		{"no kind", "apiVersion: v1\nmetadata: {name: a}\n", 0, "document 1"},
-		{"no name", "apiVersion: v1\nkind: ConfigMap\n---\n", 0, "metadata.name"},
-		{"not YAML", "apiVersion: [\n", 0, "decode manifest document 1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			objs, err := Decode([]byte(tc.in))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || len(objs) != tc.want {
-				t.Fatalf("got %d objects, %v; want %d", len(objs), err, tc.want)
-			}
-		})
 	}
 }
 
@@ -66,7 +41,7 @@ func TestKustomizeKeepsToItsFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Decode(out)
+	objs, err := kubeharness.DecodeManifests(out)
 	if err != nil || len(objs) != 1 || objs[0].GetNamespace() != "x" {
 		t.Fatalf("got %v %v, want the ConfigMap moved to namespace x", objs, err)
 	}
@@ -87,7 +62,7 @@ func TestHelmRendersLikeHelmTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Decode(out)
+	objs, err := kubeharness.DecodeManifests(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,31 +73,10 @@ func TestHelmRendersLikeHelmTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if objs, _ := Decode(out); len(objs) != 1 || objs[0].GetName() != "b-from-defaults" {
+	if objs, _ := kubeharness.DecodeManifests(out); len(objs) != 1 || objs[0].GetName() != "b-from-defaults" {
 		t.Fatalf("a template rendering nothing must drop out; got %s", out)
 	}
 	if _, err := Helm(dir, HelmRelease{Name: "rel", Namespace: "ns", Values: map[string]any{"name": 3}}); err == nil {
 		t.Fatal("values violating values.schema.json rendered")
 	}
-}
-
-// FuzzDecode: any input either fails with an error or yields objects that all
-// carry an apiVersion, a kind and a name.
-func FuzzDecode(f *testing.F) {
-	f.Add("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n")
-	f.Add("---\n---\n")
-	f.Add(`{"apiVersion":"v1","kind":"List","items":[]}`)
-	f.Add("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [1, 2]\n")
-	f.Add("a: &x [*x]\n")
-	f.Fuzz(func(t *testing.T, in string) {
-		objs, err := Decode([]byte(in))
-		if err != nil {
-			return
-		}
-		for _, o := range objs {
-			if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
-				t.Fatalf("decoded an incomplete object %v from %q", o.Object, in)
-			}
-		}
-	})
 }
