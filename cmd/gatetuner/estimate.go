@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/simenv"
 )
 
 func init() { commands = append(commands, newEstimateCmd) }
@@ -307,28 +307,9 @@ func runEstimate(ctx context.Context, a *app, o *estimateOpts) error {
 // OpenMetrics output; the run ends a minute before now.
 func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, seed uint64, legacy bool) (time.Time, error) {
 	base := time.Now().Add(-sc.Duration() - time.Minute).Truncate(time.Minute)
-	pr, pw := io.Pipe()
-	type result struct {
-		truth *fleetsim.Truth
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		tr, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, BaseTime: base, Metrics: pw,
-			MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: legacy}})
-		pw.CloseWithError(err)
-		done <- result{tr, err}
-	}()
-	_, ierr := emb.IngestText(ctx, pr, prom.IngestOptions{Format: prom.FormatOpenMetrics})
-	_ = pr.CloseWithError(errors.New("ingestion ended"))
-	res := <-done
-	if res.err != nil {
-		return time.Time{}, fmt.Errorf("simulate %s: %w", sc.Name, res.err)
-	}
-	if ierr != nil {
-		return time.Time{}, fmt.Errorf("ingest the simulator's metrics: %w", ierr)
-	}
-	return base.Add(time.Duration(res.truth.End * float64(time.Second))), nil
+	_, end, err := simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: seed, BaseTime: base,
+		MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: legacy}})
+	return end, err
 }
 
 // fillByScraping scrapes the given addresses into the embedded TSDB for
