@@ -36,6 +36,7 @@ func TestRestartCostPricesTheQueueingBehindTheBacklog(t *testing.T) {
 		wantB, wantRho       float64
 		wantDrain, wantDelay float64
 		unpriced             bool
+		unknown              string
 	}{
 		{name: "half-loaded pool", rate: 10, prompt: 5000, cached: 4000, n: 4, perEndpoint: 10000,
 			// B = 10 × 4000 × 60 × 3/4 = 1.8e6; C = 40000; ρ = 10 × 1000 / 40000 = 0.25
@@ -47,9 +48,16 @@ func TestRestartCostPricesTheQueueingBehindTheBacklog(t *testing.T) {
 			wantB: 1.8e7, wantRho: 2.5, wantDrain: 1.8e7 / 2000, wantDelay: 100 * 1.8e7 * 1.8e7 / (2 * 40000 * 2000)},
 		{name: "unknown prompt mean: the queueing is not priced", rate: 10, cached: 4000, n: 4, perEndpoint: 10000,
 			wantB: 1.8e6, unpriced: true},
+		{name: "unknown cached mean: the cost is unknown", rate: 10, prompt: 5000, n: 4, perEndpoint: 10000, unknown: "mean cached tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := restartCost(restartEstimates(tc.rate, tc.prompt, tc.cached, tc.n), time.Minute, tc.perEndpoint, tc.rates)
+			if tc.unknown != "" {
+				if !strings.Contains(rc.Unknown, tc.unknown) || rc.DelaySeconds != nil {
+					t.Fatalf("unknown %q delay %v: want it to name %q and price nothing", rc.Unknown, rc.DelaySeconds, tc.unknown)
+				}
+				return
+			}
 			near := func(what string, got, want float64) {
 				if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
 					t.Errorf("%s = %v, want %v", what, got, want)
@@ -89,6 +97,7 @@ func TestRestartGuardComparesLikeUnits(t *testing.T) {
 		{"priced: a saving below the delay holds", ObjectiveView{SavingOverCooldownSeconds: 4000, SavingOverCooldownTokens: 1e12}, priced, false, "request-seconds"},
 		{"unpriced: tokens against the backlog", ObjectiveView{SavingOverCooldownTokens: 2e6}, unpriced, true, "not priced"},
 		{"unpriced: too few tokens hold", ObjectiveView{SavingOverCooldownTokens: 5e5}, unpriced, false, "not priced"},
+		{"unknown cost: held whatever the saving", ObjectiveView{SavingOverCooldownSeconds: 1e12, SavingOverCooldownTokens: 1e12}, RestartCost{Unknown: "request rate unknown"}, false, "cannot be estimated (request rate unknown)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name, pass, reason, detail := restartGuard(&tc.obj, &tc.rc, time.Hour)

@@ -311,6 +311,9 @@ type RestartCost struct {
 	// the requests that meet it (request-seconds): λ·B² / (2·C²·(1−ρ)).
 	DelaySeconds *float64 `json:"delaySeconds"`
 	Formula      string   `json:"formula"`
+	// Unknown says what is missing when the cost cannot be estimated at
+	// all; the restart-cost guard then holds.
+	Unknown string `json:"unknown,omitempty"`
 }
 
 // maxRestartUtilization caps ρ in the restart cost: at or past saturation
@@ -477,11 +480,7 @@ func (t *Tuner) planCycle(ctx context.Context, tg *Target) *Report {
 	rep.Current = viewOf(cur, params)
 
 	held := func(reason HoldReason, detail string) *Report {
-		rep.Result = ResultHeld
-		rep.Hold = &Hold{Reason: reason, Detail: detail}
-		if rep.Recommendation != nil {
-			rep.Recommendation.HoldReason = string(reason)
-		}
+		rep.stop(ResultHeld, reason, detail)
 		return rep
 	}
 	if cur.Source == gate.SourceLatencyPredictor {
@@ -748,14 +747,7 @@ func (t *Tuner) applyJoint(ctx context.Context, joint sink.Sink, reps []*Report,
 	span.SetAttributes(attribute.StringSlice("gatetuner.targets", names))
 	fail := func(result Result, reason HoldReason, detail string) {
 		for _, i := range ready {
-			r := reps[i]
-			r.Result, r.Hold = result, &Hold{Reason: reason, Detail: detail}
-			if result == ResultError {
-				r.Error = detail
-			}
-			if r.Recommendation != nil {
-				r.Recommendation.HoldReason = string(reason)
-			}
+			reps[i].stop(result, reason, detail)
 		}
 	}
 	snap, err := joint.Read(actx)
@@ -817,11 +809,18 @@ func applied(rep *Report, res *sink.Result, err error) {
 			h = &sink.Hold{Reason: "unknown"}
 		}
 		rep.Apply.Hold = h.String()
-		rep.Result = ResultHeld
-		rep.Hold = &Hold{Reason: HoldReason(h.Reason), Detail: h.Message}
-		if rep.Recommendation != nil {
-			rep.Recommendation.HoldReason = string(h.Reason)
-		}
+		rep.stop(ResultHeld, HoldReason(h.Reason), h.Message)
+	}
+}
+
+// stop ends the report with result (held or error) for reason.
+func (rep *Report) stop(result Result, reason HoldReason, detail string) {
+	rep.Result, rep.Hold = result, &Hold{Reason: reason, Detail: detail}
+	if result == ResultError {
+		rep.Error = detail
+	}
+	if rep.Recommendation != nil {
+		rep.Recommendation.HoldReason = string(reason)
 	}
 }
 
@@ -1098,8 +1097,18 @@ func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rat
 	rc := RestartCost{WarmupSeconds: warmup.Seconds(),
 		Formula: "backlog B = requestRate × mean cached × warm-up × (N−1)/N; delay = λ·B² / (2·C²·(1−ρ))"}
 	n := float64(len(e.Routing.Endpoints))
-	if e.RequestRate.Value == nil || e.Cached.Mean == nil || n < 1 {
-		rc.Formula += " (unknown inputs: counted as 0)"
+	var missing []string
+	if e.RequestRate.Value == nil {
+		missing = append(missing, "request rate")
+	}
+	if e.Cached.Mean == nil {
+		missing = append(missing, "mean cached tokens")
+	}
+	if n < 1 {
+		missing = append(missing, "routed endpoints")
+	}
+	if len(missing) > 0 {
+		rc.Unknown = strings.Join(missing, ", ") + " unknown"
 		return rc
 	}
 	lambda := *e.RequestRate.Value
@@ -1127,8 +1136,11 @@ func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rat
 
 // restartGuard compares the saving over a cooldown with the restart's
 // cost: in request-seconds of queueing when the delay is priced, else (the
-// pool's utilization unknown) in tokens.
+// pool's utilization unknown) in tokens; it holds when the cost is unknown.
 func restartGuard(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
+	if rc.Unknown != "" {
+		return "restart-cost", false, HoldRestartCost, fmt.Sprintf("the restart cost cannot be estimated (%s): nothing is written without it", rc.Unknown)
+	}
 	if rc.DelaySeconds != nil {
 		return "restart-cost", obj.SavingOverCooldownSeconds > *rc.DelaySeconds, HoldRestartCost,
 			fmt.Sprintf("saving over a %s cooldown %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",

@@ -61,7 +61,9 @@ func writeReport(w io.Writer, r *tuner.Report) {
 		fmt.Fprintf(&b, " (%s → %s s of prefill)", num(*ec.CurrentSeconds), num(*ec.RecommendedSeconds))
 	}
 	fmt.Fprintf(&b, "; restart cost %s tokens", num(ev.RestartCost.Tokens))
-	if rc := ev.RestartCost; rc.DelaySeconds != nil {
+	if rc := ev.RestartCost; rc.Unknown != "" {
+		fmt.Fprintf(&b, " — unknown: %s", rc.Unknown)
+	} else if rc.DelaySeconds != nil {
 		fmt.Fprintf(&b, ", %s request-seconds of queueing (drains in %ss at %.0f %% utilization)", num(*rc.DelaySeconds), num(*rc.DrainSeconds), 100**rc.Utilization)
 	}
 	fmt.Fprintf(&b, " (%s)\n", ev.RestartCost.Formula)
