@@ -324,7 +324,8 @@ func QueryObserver(m *exporter.Metrics) prom.Observer {
 // Targets returns the configured targets.
 func (d *Daemon) Targets() []*tuner.Target { return d.targets }
 
-// RunOnce runs one cycle for each target (or the one named) now.
+// RunOnce runs one cycle for each target now, or for the named target's
+// group (the targets sharing its EPP config), returning the named one's report.
 func (d *Daemon) RunOnce(ctx context.Context, name string) ([]*tuner.Report, error) {
 	var out []*tuner.Report
 	for _, g := range d.groups {
