@@ -14,8 +14,11 @@ import (
 )
 
 // TestModelTracksRecords: the Prometheus model's wrongly-held rate against
-// the exact records' (the simulator's truth) on prompt-shift and hotspot.
-// The goal is 3 percentage points; measured it is 1–6 (docs/tuner.md), so
+// the exact records' over the same window — the rate the tuner computes from
+// the gate records the simulated EPP wrote in that run — on prompt-shift and
+// hotspot (the phase-wide simulator truth is logged too: hotspot's phase is
+// longer than the lookback, and its first minutes hold more wrongly). The
+// goal is 3 percentage points; measured it is up to 6 (docs/tuner.md), so
 // this pins the model at 7 so that it does not drift further.
 func TestModelTracksRecords(t *testing.T) {
 	if testing.Short() {
@@ -33,17 +36,26 @@ func TestModelTracksRecords(t *testing.T) {
 			if ph == "" {
 				ph = e.sc.Phases[len(e.sc.Phases)-1].Name
 			}
-			rep, tr := e.recommend(ph, fleetsim.DefaultSettings(), 1)
-			if rep.Recommendation == nil {
-				t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
+			rate := func(records bool) (float64, *fleetsim.Truth) {
+				rep, tr := e.recommendFrom(ph, fleetsim.DefaultSettings(), 1, records)
+				if rep.Recommendation == nil {
+					t.Fatalf("records %v: no recommendation: %s %+v", records, rep.Result, rep.Hold)
+				}
+				r := rep.Recommendation.Evidence.Shadow.Current.Rates.WronglyHeld
+				if r == nil {
+					t.Fatalf("records %v: no wrongly-held rate", records)
+				}
+				return *r, tr
 			}
-			model := rep.Recommendation.Evidence.Shadow.Current.Rates.WronglyHeld
+			model, tr := rate(false)
+			exact, _ := rate(true)
 			truth := tr.Phase(ph).WronglyHeldRate
-			if model == nil || truth == nil {
-				t.Fatalf("rates model %v truth %v", model, truth)
+			if truth == nil {
+				t.Fatal("no simulator truth")
 			}
-			d := math.Abs(*model - *truth)
-			t.Logf("%s %s: wrongly held, model %.1f%% vs records %.1f%% (Δ %.1f pp)", tc.scenario, ph, *model*100, *truth*100, d*100)
+			d := math.Abs(model - exact)
+			t.Logf("%s %s: wrongly held, model %.1f%% vs records %.1f%% over the lookback (Δ %.1f pp); whole phase %.1f%%",
+				tc.scenario, ph, model*100, exact*100, d*100, *truth*100)
 			if d > 0.07 {
 				t.Errorf("model differs from the exact records by %.1f pp (> 7)", d*100)
 			}
