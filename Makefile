@@ -11,7 +11,7 @@ export GATETUNER_CACHE := $(CACHE)
 FUZZTIME  ?= 10s
 TEST_TIMEOUT ?= 75m
 
-.PHONY: all build test test-unit test-components e2e bench fuzz lint clean
+.PHONY: all build test test-unit test-components e2e sweeps bench fuzz lint clean
 
 all: build
 
@@ -35,6 +35,10 @@ test-components:
 ## e2e: the closed-loop test alone.
 e2e: test-components
 	$(GO) test -count=1 -timeout 40m -run 'TestClosedLoop' -v ./test/e2e/...
+
+## sweeps: the simulator sweeps behind the tuner's proof tables (docs/tuner.md), logged.
+sweeps:
+	$(GO) test -count=1 -timeout 30m -run 'TestPromptShiftBestBarsAcrossSeeds|TestPromptShiftPhaseByPhase|TestModelTracksRecords|TestStaticBarTracksTheShift' -v ./test/fleetsim/ ./tuner/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
