@@ -67,13 +67,11 @@ func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, r
 	t := e.t
 	ctx := context.Background()
 	dir := t.TempDir()
-	var end time.Time
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir + "/tsdb", Now: func() time.Time { return end.Add(time.Hour) }, Logger: quiet})
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir + "/tsdb", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	end = fleetsim.DefaultBaseTime().Add(100 * time.Hour) // retention reference until Fill reports the real end
 	opt := fleetsim.Options{Seed: seed, First: phase, Last: phase, SettingsFor: func(int) gate.Settings { return cur }}
 	var recPath string
 	if records {
@@ -85,11 +83,10 @@ func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, r
 		defer f.Close()
 		opt.Records = f
 	}
-	tr, end2, err := simenv.Fill(ctx, emb, e.sc, opt)
+	tr, end, err := simenv.Fill(ctx, emb, e.sc, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end = end2
 	at := end.Add(7 * time.Second) // off the scrape grid
 	path, err := simenv.WriteEPPConfig(dir, e.sc, cur, false)
 	if err != nil {

@@ -155,17 +155,16 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	if err != nil {
 		return nil, deps, nil, err
 	}
-	var end time.Time
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Now: func() time.Time { return end }, Logger: quietLogger()})
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Logger: quietLogger()})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, deps, nil, err
 	}
 	cleanup := func() { emb.Close(); os.RemoveAll(dir) }
-	end = fleetsim.DefaultBaseTime().Add(1000 * time.Hour)
 	cur := params.Settings(prof.MissingSignal)
 	opt := fleetsim.Options{Seed: o.seed, Last: o.phase, SettingsFor: func(int) gate.Settings { return cur }}
-	if _, end, err = simenv.Fill(ctx, emb, sc, opt); err != nil {
+	_, end, err := simenv.Fill(ctx, emb, sc, opt)
+	if err != nil {
 		cleanup()
 		return nil, deps, nil, err
 	}

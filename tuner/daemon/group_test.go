@@ -64,15 +64,12 @@ func groupEnv(t *testing.T) (*prom.Embedded, *fleetsim.Scenario, string, time.Ti
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var end time.Time
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Now: func() time.Time { return end.Add(time.Hour) },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { emb.Close() })
-	end = fleetsim.DefaultBaseTime().Add(100 * time.Hour)
-	_, end, err = simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: 1, First: "night", Last: "night",
+	_, end, err := simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: 1, First: "night", Last: "night",
 		SettingsFor: func(int) gate.Settings { return fleetsim.DefaultSettings() }})
 	if err != nil {
 		t.Fatal(err)
