@@ -219,7 +219,7 @@ func knownKey(k gate.Key) bool {
 // checkEdited validates an edited instance with the build profile and checks
 // that the EPP reads exactly the requested values.
 func checkEdited(g *File, in Instance, set map[gate.Key]Value, remove map[gate.Key]bool, prof gate.Profile) error {
-	gc := g.config(in.Config.Document, in.Config.DataKey)
+	gc := g.config(in.Config.id)
 	if gc == nil || in.index >= len(gc.Plugins) || gc.Plugins[in.index].Name != in.Plugin.Name {
 		return in.fail(0, errorf(ErrUnintended, "edit refused: the plugin is not where it was after the edit"))
 	}
@@ -257,10 +257,10 @@ func checkEdited(g *File, in Instance, set map[gate.Key]Value, remove map[gate.K
 	return nil
 }
 
-// config returns the config at a document and data key.
-func (f *File) config(doc int, dataKey string) *Config {
+// config returns the config with the given id (document and path).
+func (f *File) config(id string) *Config {
 	for _, c := range f.configs {
-		if c.Document == doc && c.DataKey == dataKey {
+		if c.id == id {
 			return c
 		}
 	}

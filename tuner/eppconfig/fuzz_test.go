@@ -79,7 +79,7 @@ func FuzzEdit(f *testing.F) {
 		in := filters[int(plugin)%len(filters)]
 		k := keys[int(key)%len(keys)]
 		ch := Change{Target: in.Target()}
-		u := intended{doc: in.Config.Document, dataKey: in.Config.DataKey, plugin: in.index, set: map[string]any{}}
+		u := intended{doc: in.Config.Document, dataKey: in.Config.DataKey, path: in.Config.fullPath(), plugin: in.index, set: map[string]any{}}
 		var want Value
 		switch op % 4 {
 		case 0:
@@ -131,4 +131,14 @@ func FuzzEdit(f *testing.F) {
 			t.Fatalf("%s reads %s after setting %s", k, owned[0].Value, want)
 		}
 	})
+}
+
+// fullPath returns the path of an embedded config's text through every
+// enclosing text (nil for a bare config).
+func (c *Config) fullPath() []any {
+	var out []any
+	for _, l := range c.levels {
+		out = append(out, l.path...)
+	}
+	return out
 }

@@ -123,6 +123,18 @@ func (f *File) Select(t Target) (Instance, error) {
 			}
 		}
 	}
+	if len(match) > 1 && t.DataKey == "" {
+		// Helm values: the chart runs the file pluginsConfigFile names.
+		var inUse []Instance
+		for _, in := range match {
+			if in.Config.InUse {
+				inUse = append(inUse, in)
+			}
+		}
+		if len(inUse) == 1 {
+			match = inUse
+		}
+	}
 	switch {
 	case len(match) == 1:
 		return match[0], nil

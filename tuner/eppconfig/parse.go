@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -43,6 +44,16 @@ type Config struct {
 	// ConfigMapName and ConfigMapNamespace name the ConfigMap holding the config, if any.
 	ConfigMapName      string
 	ConfigMapNamespace string
+	// Path is where the config text sits in its document, e.g.
+	// `data["default-plugins.yaml"]` or
+	// `spec.values.router.epp.pluginsCustomConfig["custom.yaml"]`; "" for a bare document.
+	Path string
+	// Form names what holds the config: "EndpointPickerConfig", "ConfigMap",
+	// "Helm values", "HelmRelease", "Application", each "in a List" when so.
+	Form string
+	// InUse reports, for a config in Helm values, that the chart's
+	// pluginsConfigFile names its key (the EPP runs it).
+	InUse bool
 	// APIVersion is the config's apiVersion.
 	APIVersion string
 	// Line is the 1-based source line where the config text starts.
@@ -60,6 +71,8 @@ type Config struct {
 	pluginsSeq *yaml.Node   // the plugins sequence (nil if absent)
 	eppJSON    []byte       // the config as the EPP decodes it, in JSON
 	dataKeyLn  int          // file line of the ConfigMap data key (0 for bare configs)
+	id         string       // document and path: what identifies the config across a re-parse
+	levels     []level      // the texts enclosing an embedded config, outermost first
 }
 
 // Plugin is one entry of a config's plugins list.
@@ -115,23 +128,22 @@ func Parse(data []byte, source string) (*File, error) {
 		if root == nil || root.Kind != yaml.MappingNode {
 			continue
 		}
-		kind, apiVersion := scalarValue(root, "kind"), scalarValue(root, "apiVersion")
-		switch {
-		case kind == Kind:
+		if scalarValue(root, "kind") == Kind {
 			seg, ok := segmentOf(segs, root.Line-1)
 			if !ok {
 				return fail(root.Line, errorf(ErrUnsupported, "cannot isolate YAML document %d", i+1))
 			}
 			text := data[f.lines.start[seg.first]:min(f.lines.end[seg.last]+f.lines.brk[seg.last], len(data))]
-			c := &Config{Document: i, file: f, tm: identityMap(f.lines), docs: []*yaml.Node{doc}, root: root}
+			c := &Config{Document: i, file: f, tm: identityMap(f.lines), docs: []*yaml.Node{doc}, root: root, id: fmt.Sprint(i)}
 			if err := c.load(text, seg.first); err != nil {
 				return nil, err
 			}
 			f.configs = append(f.configs, c)
-		case kind == "ConfigMap" && apiVersion == "v1":
-			if err := f.loadConfigMap(i, root); err != nil {
-				return nil, err
-			}
+			continue
+		}
+		top := &scope{doc: i, id: strconv.Itoa(i), text: f.lines, tm: identityMap(f.lines)}
+		if err := f.scanObject(top, root, nil); err != nil {
+			return nil, err
 		}
 	}
 	if len(f.configs) == 0 {
@@ -174,58 +186,6 @@ func (c *Config) ProfilesReferencing(name string) []string {
 		}
 	}
 	return out
-}
-
-// loadConfigMap finds the EndpointPickerConfigs among a ConfigMap's data values.
-func (f *File) loadConfigMap(doc int, root *yaml.Node) error {
-	var name, ns string
-	if md := mapValue(root, "metadata"); md != nil && md.Kind == yaml.MappingNode {
-		name, ns = scalarValue(md, "name"), scalarValue(md, "namespace")
-	}
-	data := resolve(mapValue(root, "data"))
-	if data == nil || data.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(data.Content); i += 2 {
-		k, v := data.Content[i], data.Content[i+1]
-		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || !strings.Contains(v.Value, Kind) {
-			continue
-		}
-		text := []byte(v.Value)
-		fail := func(line int, err error) error {
-			return &Error{Source: f.source, Line: line, DataKey: k.Value, Err: err}
-		}
-		tm, roErr := blockMap(f.lines, k, v)
-		inner := newLineTable(text)
-		if tm == nil {
-			// Lines inside the value cannot be mapped; errors point at the key.
-			tm = &textMap{in: inner, out: f.lines, first: k.Line - 1, fixed: k.Line}
-		}
-		docs, err := parseStream(text)
-		if err != nil {
-			msg, line := yamlFailure(text, err)
-			return fail(tm.fileLine(line), errorf(ErrMalformed, "malformed YAML: %s", msg))
-		}
-		if len(docs) == 0 {
-			continue
-		}
-		r := docRoot(docs[0])
-		if r == nil || r.Kind != yaml.MappingNode || scalarValue(r, "kind") != Kind {
-			continue
-		}
-		c := &Config{Document: doc, DataKey: k.Value, ConfigMapName: name, ConfigMapNamespace: ns,
-			file: f, tm: tm, readOnly: roErr, docs: docs, root: r, dataKeyLn: k.Line}
-		if err := c.load(text, 0); err != nil {
-			return err
-		}
-		for _, other := range f.configs {
-			if other.Document == doc && other.DataKey == k.Value {
-				return fail(k.Line, errorf(ErrMalformed, "data key %q appears twice", k.Value))
-			}
-		}
-		f.configs = append(f.configs, c)
-	}
-	return nil
 }
 
 // load fills a config from its yaml.v3 root and the EPP's view of its text.

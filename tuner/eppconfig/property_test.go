@@ -106,7 +106,7 @@ func TestRandomEditsChangeOnlyWhatTheyTarget(t *testing.T) {
 				t.Fatalf("%s: edited output does not parse: %v", sample, err)
 			}
 			for _, u := range updates {
-				in, err := g.Select(Target{Plugin: g.config(u.doc, u.dataKey).Plugins[u.plugin].Name, DataKey: u.dataKey})
+				in, err := g.Select(Target{Plugin: g.configAt(u.doc, u.dataKey).Plugins[u.plugin].Name, DataKey: u.dataKey})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,4 +139,14 @@ func TestRandomEditsChangeOnlyWhatTheyTarget(t *testing.T) {
 			}
 		}
 	}
+}
+
+// configAt returns the config at a document and data key.
+func (f *File) configAt(doc int, dataKey string) *Config {
+	for _, c := range f.configs {
+		if c.Document == doc && c.DataKey == dataKey {
+			return c
+		}
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 type intended struct {
 	doc     int
 	dataKey string
+	path    []any // when set: where the config text sits (map keys, sequence indices, through nested texts)
 	plugin  int
 	set     map[string]any // canonical key -> float64, string or bool
 	remove  []string       // canonical keys
@@ -39,24 +40,36 @@ func decodeAll(data []byte) ([]any, error) {
 		}
 		docs = append(docs, stringKeys(v))
 	}
-	for _, d := range docs {
-		m, ok := d.(map[string]any)
-		if !ok || m["kind"] != "ConfigMap" {
-			continue
+	for i := range docs {
+		docs[i] = decodeEmbedded(docs[i])
+	}
+	return docs, nil
+}
+
+// decodeEmbedded decodes, in place, every string value that holds an
+// EndpointPickerConfig (ConfigMap data, Helm values, an Application's values
+// string), recursively.
+func decodeEmbedded(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = decodeEmbedded(x)
 		}
-		data, _ := m["data"].(map[string]any)
-		for k, v := range data {
-			s, ok := v.(string)
-			if !ok || !strings.Contains(s, Kind) {
-				continue
-			}
+	case []any:
+		for i, x := range t {
+			t[i] = decodeEmbedded(x)
+		}
+	case string:
+		if strings.Contains(t, Kind) {
 			var inner any
-			if err := yaml.Unmarshal([]byte(s), &inner); err == nil {
-				data[k] = stringKeys(inner)
+			if err := yaml.Unmarshal([]byte(t), &inner); err == nil {
+				if _, ok := inner.(map[string]any); ok {
+					return decodeEmbedded(stringKeys(inner))
+				}
 			}
 		}
 	}
-	return docs, nil
+	return v
 }
 
 // stringKeys turns maps with non-string keys into string-keyed maps (keys
@@ -91,7 +104,30 @@ func entryOf(docs []any, u intended) (map[string]any, error) {
 		return nil, fmt.Errorf("document %d missing", u.doc)
 	}
 	cfg, _ := docs[u.doc].(map[string]any)
-	if u.dataKey != "" {
+	if u.path != nil {
+		var cur any = cfg
+		for _, e := range u.path {
+			switch k := e.(type) {
+			case string:
+				m, _ := cur.(map[string]any)
+				x, ok := m[k]
+				if !ok {
+					var typed any
+					if yaml.Unmarshal([]byte(k), &typed) == nil {
+						x = m[fmt.Sprintf("%T:%v", typed, typed)]
+					}
+				}
+				cur = x
+			case int:
+				l, _ := cur.([]any)
+				if k >= len(l) {
+					return nil, fmt.Errorf("%v: index %d missing", u.path, k)
+				}
+				cur = l[k]
+			}
+		}
+		cfg, _ = cur.(map[string]any)
+	} else if u.dataKey != "" {
 		data, _ := cfg["data"].(map[string]any)
 		v, ok := data[u.dataKey]
 		if !ok {

@@ -257,35 +257,69 @@ func (f *File) verify(g *File, exps []*expectation) error {
 		byCfg[e.cfg] = append(byCfg[e.cfg], e)
 	}
 	sort.SliceStable(cfgs, func(i, j int) bool { return cfgs[i].Document < cfgs[j].Document })
+	// masks returns, for an enclosing text, the paths of the edited configs' scalars in it.
+	masks := func(id string, depth int) [][]any {
+		var out [][]any
+		for _, c := range cfgs {
+			if len(c.levels) > depth && c.levels[depth].id == id {
+				out = append(out, c.levels[depth].path)
+			}
+		}
+		return out
+	}
 	for i := range f.docs {
 		a, b := canon(f.docs[i]), canon(g.docs[i])
 		for _, c := range cfgs {
-			if c.Document != i {
+			if c.Document != i || len(c.levels) > 0 {
 				continue
 			}
-			if c.DataKey == "" {
-				for _, e := range byCfg[c] {
-					if err := e.applyCanon(a.kids[0]); err != nil {
-						return refuse("document %d: %v", i+1, err)
-					}
+			for _, e := range byCfg[c] {
+				if err := e.applyCanon(a.kids[0]); err != nil {
+					return refuse("document %d: %v", i+1, err)
 				}
-				continue
 			}
-			mask(a, c.DataKey)
-			mask(b, c.DataKey)
+		}
+		for _, p := range masks(strconv.Itoa(i), 0) {
+			maskPath(a, p)
+			maskPath(b, p)
 		}
 		if d := diffCanon(a, b, ""); d != "" {
 			return refuse("document %d: %s", i+1, d)
 		}
 	}
 	for _, c := range cfgs {
-		gc := g.config(c.Document, c.DataKey)
-		if gc == nil {
-			return refuse("document %d: data key %q no longer holds a %s", c.Document+1, c.DataKey, Kind)
-		}
+		gc := g.config(c.id)
 		where := fmt.Sprintf("document %d", c.Document+1)
-		if c.DataKey != "" {
+		switch {
+		case c.Path == "":
+		case c.Form == "ConfigMap":
 			where = fmt.Sprintf("document %d, data key %q", c.Document+1, c.DataKey)
+		default:
+			where = fmt.Sprintf("document %d, %s", c.Document+1, c.Path)
+		}
+		if gc == nil || len(gc.levels) != len(c.levels) {
+			return refuse("%s no longer holds a %s", where, Kind)
+		}
+		// Enclosing texts (an Application's helm.values) differ only in the edited configs.
+		for d := 1; d < len(c.levels); d++ {
+			ad, bd := c.levels[d].docs, gc.levels[d].docs
+			if len(ad) != len(bd) {
+				return refuse("%s: %d YAML documents instead of %d in %s", where, len(bd), len(ad), pathString(c.levels[d-1].path))
+			}
+			for j := range ad {
+				a, b := canon(ad[j]), canon(bd[j])
+				if j == 0 {
+					for _, p := range masks(c.levels[d].id, d) {
+						maskPath(a, p)
+						maskPath(b, p)
+					}
+				}
+				if diff := diffCanon(a, b, ""); diff != "" {
+					return refuse("%s: in %s: %s", where, pathString(c.levels[d-1].path), diff)
+				}
+			}
+		}
+		if len(c.levels) > 0 {
 			if len(c.docs) != len(gc.docs) {
 				return refuse("%s: %d YAML documents instead of %d", where, len(gc.docs), len(c.docs))
 			}
@@ -320,17 +354,6 @@ func (f *File) verify(g *File, exps []*expectation) error {
 		}
 	}
 	return nil
-}
-
-// mask replaces a ConfigMap data value in a document tree with a placeholder.
-func mask(doc *cnode, dataKey string) {
-	if len(doc.kids) == 0 {
-		return
-	}
-	_, data := doc.kids[0].pairValue("data")
-	if i, _ := data.pairValue(dataKey); i >= 0 {
-		data.kids[i] = &cnode{kind: yaml.ScalarNode, tag: "masked"}
-	}
 }
 
 // diffJSON returns where two decoded JSON values first differ ("" when equal).
