@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,9 +30,9 @@ func init() { commands = append(commands, newRecommendCmd) }
 type recommendOpts struct {
 	config, target, output, patchFile string
 	// Simulated world instead of a config.
-	scenario, eppConfig, profile, phase string
-	seed                                uint64
-	logLevel, logFormat                 string
+	scenario, eppConfig, plugin, profile, phase string
+	seed                                        uint64
+	logLevel, logFormat                         string
 }
 
 func newRecommendCmd(a *app) *cobra.Command {
@@ -60,6 +62,7 @@ recommends for the EPP config given with --epp-config, as if it ran that fleet.`
 	f.StringVar(&o.patchFile, "patch-file", "", "with --output patch: splice the change into this file (EPP config or ConfigMap manifest) and print its patch")
 	f.StringVar(&o.scenario, "scenario", "", "simulate this scenario (or YAML file) instead of reading Prometheus: "+strings.Join(fleetsim.ScenarioNames(), ", "))
 	f.StringVar(&o.eppConfig, "epp-config", "", "with --scenario: the EPP config the fleet runs")
+	f.StringVar(&o.plugin, "plugin", "", "with --scenario: the filter instance in --epp-config (default: the only one)")
 	f.StringVar(&o.profile, "profile", gate.DefaultProfileName, "with --scenario: the EPP build profile")
 	f.StringVar(&o.phase, "phase", "", "with --scenario: simulate up to this phase (default: all)")
 	f.Uint64Var(&o.seed, "seed", 1, "with --scenario: simulator seed")
@@ -77,6 +80,8 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 		return usageErr("give either --config FILE or --scenario NAME --epp-config FILE")
 	case o.scenario != "" && o.eppConfig == "":
 		return usageErr("--scenario needs --epp-config (the EPP config the simulated fleet runs)")
+	case o.plugin != "" && o.scenario == "":
+		return usageErr("--plugin goes with --scenario (with --config, the target names its plugins)")
 	}
 	logger, err := newLogger(a, o.logLevel, o.logFormat)
 	if err != nil {
@@ -143,7 +148,7 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
 	}
-	in, err := f.Select(eppconfig.Target{})
+	in, err := f.Select(eppconfig.Target{Plugin: o.plugin})
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
 	}
@@ -172,7 +177,7 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	pol := simPolicy(sc)
 	et := simenv.EstimatorTarget(sc)
 	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
-		Name: sc.Target, File: path, Plugin: in.Plugin.Name, Profile: prof.Name,
+		Name: sc.Target, File: path, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
 		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
 	}}}
@@ -209,7 +214,7 @@ func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *conf
 			name := r.Target
 			for _, t := range cfg.Targets {
 				if t.Name == r.Target && t.File != "" {
-					name = strings.TrimPrefix(t.File, "/")
+					name = repoPath(t.File)
 				} else if t.Name == r.Target {
 					name = fmt.Sprintf("%s/%s/%s", t.Namespace, t.ConfigMap, t.Key)
 				}
@@ -234,14 +239,107 @@ func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *conf
 			c.Target.DataKey = "" // the repository file may lay keys out differently
 			changes[i] = c
 		}
+		if err := samePatchBase(r, f, changes, prof); err != nil {
+			return asUsage(fmt.Errorf("--patch-file %s: %w", patchFile, err))
+		}
 		out, err := f.Edit(changes, prof)
 		if err != nil {
 			return asUsage(fmt.Errorf("splice into %s: %w", patchFile, err))
 		}
-		name := filepath.ToSlash(patchFile)
+		name := repoPath(patchFile)
 		fmt.Fprint(w, eppconfig.Diff("a/"+name, "b/"+name, data, out))
 	}
 	return nil
+}
+
+// errPatchBase marks a --patch-file whose values are not the ones the
+// recommendation was computed from (or an instance the tuner does not change).
+var errPatchBase = errors.New("not the config the recommendation was computed from")
+
+// samePatchBase checks that every instance a recommendation changes holds,
+// in the patch file, the values the recommendation was computed from: the
+// owned keys, ttftSource and peakPrefillThroughput, as the EPP reads them.
+// An instance fed by the latency predictor is refused (the tuner does not
+// change those).
+func samePatchBase(r *tuner.Report, f *eppconfig.File, changes []eppconfig.Change, prof gate.Profile) error {
+	base, err := eppconfig.Parse(r.OldConfig, r.Source)
+	if err != nil {
+		return fmt.Errorf("%w: the recommendation's own config does not parse: %w", errPatchBase, err)
+	}
+	for i, ch := range changes {
+		in, err := f.Select(ch.Target)
+		if err != nil {
+			return err
+		}
+		p, err := in.Params(prof)
+		if err != nil {
+			return err
+		}
+		if p.TTFTSource == gate.SourceLatencyPredictor {
+			return fmt.Errorf("%w: %s takes TTFT from the latency predictor; gatetuner does not tune such instances", errPatchBase, in)
+		}
+		bin, err := base.Select(r.Changes[i].Target)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errPatchBase, err)
+		}
+		bp, err := bin.Params(prof)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errPatchBase, err)
+		}
+		if d := paramsDifference(bp, p, prof); d != "" {
+			return fmt.Errorf("%w: %s: %s; a recommendation made for one config is never spliced into another's numbers (run recommend against this file's values)", errPatchBase, in, d)
+		}
+	}
+	return nil
+}
+
+// paramsDifference names the first value the tuner's decision rests on that
+// differs between the recommendation's config (a) and the patch file (b).
+func paramsDifference(a, b gate.Params, prof gate.Profile) string {
+	type field struct {
+		key  gate.Key
+		a, b string
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	fields := []field{
+		{gate.KeyTTFTSource, a.TTFTSource.String(), b.TTFTSource.String()},
+		{gate.KeyMaxTTFTPenaltyMs, num(a.MaxTTFTPenaltyMs), num(b.MaxTTFTPenaltyMs)},
+		{gate.KeyPeakPrefillThroughput, num(a.PeakPrefillThroughput) + " (" + a.PPTSource().String() + ")", num(b.PeakPrefillThroughput) + " (" + b.PPTSource().String() + ")"},
+	}
+	if prof.Accepts(gate.KeyPenaltyMode) {
+		fields = append(fields, field{gate.KeyPenaltyMode, a.PenaltyMode.String(), b.PenaltyMode.String()})
+	}
+	for _, f := range fields {
+		if f.a != f.b {
+			return fmt.Sprintf("%s is %s here but the recommendation was computed from %s", f.key, f.b, f.a)
+		}
+	}
+	return ""
+}
+
+// repoPath returns a file's path relative to the root of the Git work tree
+// holding it (the directory with .git), with forward slashes, so that
+// 'git apply' of a patch naming it works from that root. Outside a work
+// tree it is the path as given.
+func repoPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.ToSlash(path)
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			if rel, err := filepath.Rel(dir, abs); err == nil {
+				return filepath.ToSlash(rel)
+			}
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			break
+		}
+	}
+	return strings.TrimPrefix(filepath.ToSlash(filepath.Clean(path)), "/")
 }
 
 func profileOf(cfg *config.Config, target string) string {
