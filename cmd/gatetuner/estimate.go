@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
+	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
 func init() { commands = append(commands, newEstimateCmd) }
@@ -296,9 +296,7 @@ func runEstimate(ctx context.Context, a *app, o *estimateOpts) error {
 		return asUsage(err)
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(e)
+		return jsonenc.Encode(a.stdout, e, "  ")
 	}
 	return writeEstimatesText(a.stdout, e)
 }

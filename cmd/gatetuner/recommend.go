@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/daemon"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
 func init() { commands = append(commands, newRecommendCmd) }
@@ -113,9 +113,7 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 	}
 	switch o.output {
 	case "json":
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(reps)
+		return jsonenc.Encode(a.stdout, reps, "  ")
 	case "patch":
 		return writePatches(a.stdout, reps, o.patchFile, cfg)
 	}

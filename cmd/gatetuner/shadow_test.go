@@ -187,3 +187,45 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+// TestShadowJSONNonFinite: a tiny throughput overflows the estimated TTFT
+// and a -Inf latency prediction makes the penalty +Inf; the JSON summary and
+// the decision lines still come out, non-finite numbers as the strings
+// "NaN", "+Inf", "-Inf" (docs/shadow.md), instead of failing.
+func TestShadowJSONNonFinite(t *testing.T) {
+	const lpRecords = `{"requestId":"a","target":"t1","endpoints":[{"name":"x","matchBlocks":90,"totalBlocks":100,"blockSizeTokens":16,"inFlightTokens":100000,"predictedTTFTMs":900},{"name":"y","totalBlocks":100,"inFlightTokens":0,"predictedTTFTMs":"-Inf"}]}
+`
+	cases := []struct {
+		name, from, to, records, inDecisions string
+	}{
+		{"tiny throughput", "peakPrefillThroughput: 4783", "peakPrefillThroughput: 1e-305", recordsIn, ""},
+		{"-Inf prediction", "peakPrefillThroughput: 4783", "ttftSource: latencyPredictor", lpRecords, `"penaltyMs":"+Inf"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeFile(t, dir, "epp.yaml", strings.Replace(eppConfig, tc.from, tc.to, 1))
+			recs := writeFile(t, dir, "r.jsonl", tc.records)
+			dec := filepath.Join(dir, "decisions.jsonl")
+			code, out, errs := gt(t, "", "shadow", "--records", recs, "--epp-config", cfg, "--target", "t1", "--output", "json", "--decisions-out", dec)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if !json.Valid([]byte(out)) || !strings.Contains(out, `"+Inf"`) {
+				t.Fatalf("summary is not JSON or lacks \"+Inf\":\n%s", out)
+			}
+			lines, err := os.ReadFile(dec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+				if !json.Valid([]byte(l)) {
+					t.Errorf("decision line is not JSON: %s", l)
+				}
+			}
+			if !strings.Contains(string(lines), tc.inDecisions) {
+				t.Errorf("decision lines lack %s:\n%s", tc.inDecisions, lines)
+			}
+		})
+	}
+}

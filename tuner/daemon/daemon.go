@@ -6,7 +6,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +30,7 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 	"github.com/gatetuner/gatetuner/tuner/leader"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
@@ -463,9 +463,7 @@ func (d *Daemon) Handler() http.Handler {
 		d.mu.Unlock()
 		sort.Slice(reps, func(i, j int) bool { return reps[i].Target < reps[j].Target })
 		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(reps)
+		_ = jsonenc.Encode(w, reps, "  ")
 	})
 	return mux
 }

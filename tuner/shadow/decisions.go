@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
 // AppendDecisionJSON appends one --decisions-out line: requestId, outcome,
@@ -51,9 +52,12 @@ func AppendDecisionJSON(dst []byte, line int, requestID []byte, names [][]byte, 
 		dst = append(dst, `null,"matchedTokens":null`...)
 	}
 	dst = append(dst, `,"penaltyMs":`...)
-	if d.TTFTCompared && !math.IsNaN(d.PenaltyMs) && !math.IsInf(d.PenaltyMs, 0) {
+	switch {
+	case d.TTFTCompared && (math.IsNaN(d.PenaltyMs) || math.IsInf(d.PenaltyMs, 0)):
+		dst = append(dst, jsonenc.Float(d.PenaltyMs, 64)...)
+	case d.TTFTCompared:
 		dst = strconv.AppendFloat(dst, d.PenaltyMs, 'g', -1, 64)
-	} else {
+	default:
 		dst = append(dst, `null`...)
 	}
 	v, excess := gate.Judge(d)

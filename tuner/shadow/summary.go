@@ -2,7 +2,6 @@ package shadow
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
 // Summary is the shadow's stable JSON report (docs/shadow.md).
@@ -195,9 +195,7 @@ func (s *Summary) Fill(a *Accumulator, candidates []Candidate, ppt float64) {
 // WriteJSON writes the summary as indented JSON.
 func (s *Summary) WriteJSON(w io.Writer) error {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
+	if err := jsonenc.Encode(&buf, s, "  "); err != nil {
 		return err
 	}
 	_, err := w.Write(buf.Bytes())
