@@ -31,6 +31,7 @@ type rollbackOpts struct {
 	profile    string
 	mode       string
 	file       string
+	stateFile  string
 	to         int
 	dryRun     bool
 	timeout    time.Duration
@@ -88,7 +89,8 @@ in PATH.gatetuner.json). --dry-run prints the diff only.`,
 	f.StringVar(&o.deployment, "deployment", "", "EPP Deployment (required with --mode rollout)")
 	f.StringVar(&o.profile, "profile", gate.DefaultProfileName, "EPP build profile ("+strings.Join(gate.ProfileNames(), ", ")+")")
 	f.StringVar(&o.mode, "mode", string(sink.ModeConfigMap), "configmap (write only; the EPP runs it after its next restart) or rollout (restart the Deployment and wait)")
-	f.StringVar(&o.file, "file", "", "EPP config file instead of a ConfigMap (state in FILE"+sink.SidecarSuffix+")")
+	f.StringVar(&o.file, "file", "", "EPP config file instead of a ConfigMap (state in FILE"+sink.SidecarSuffix+" unless --state-file)")
+	f.StringVar(&o.stateFile, "state-file", "", "with --file: the target's state file (as the daemon's stateFile)")
 	f.IntVar(&o.to, "to", 0, "history entry whose previous values to restore (default: the last apply)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the diff only; write nothing")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the EPP rollout (rollout mode)")
@@ -114,8 +116,11 @@ func (o *rollbackOpts) sinkTarget() (sink.Target, error) {
 		if o.mode != string(sink.ModeConfigMap) {
 			return sink.Target{}, errors.New("--mode applies to ConfigMap targets only")
 		}
-		t.File, t.Key = o.file, o.key
+		t.File, t.Key, t.StateFile = o.file, o.key, o.stateFile
 		return t, t.Validate()
+	}
+	if o.stateFile != "" {
+		return sink.Target{}, errors.New("--state-file goes with --file")
 	}
 	if o.configMap == "" || o.key == "" {
 		return sink.Target{}, errors.New("name the target's config: --configmap and --key, or --file")

@@ -161,10 +161,12 @@ type Records struct {
 type Target struct {
 	Name string `mapstructure:"name"`
 	// Where the EPP config lives: a ConfigMap (namespace, configMap, key) or a File.
-	Namespace  string `mapstructure:"namespace"`
-	ConfigMap  string `mapstructure:"configMap"`
-	Key        string `mapstructure:"key"`
-	File       string `mapstructure:"file"`
+	Namespace string `mapstructure:"namespace"`
+	ConfigMap string `mapstructure:"configMap"`
+	Key       string `mapstructure:"key"`
+	File      string `mapstructure:"file"`
+	// StateFile is a file target's state file (default FILE.gatetuner.json).
+	StateFile  string `mapstructure:"stateFile"`
 	Plugin     string `mapstructure:"plugin"`
 	Deployment string `mapstructure:"deployment"`
 	Profile    string `mapstructure:"profile"`
@@ -320,6 +322,8 @@ func (c *Config) completeTarget(t *Target) error {
 		return fmt.Errorf("set either file or configMap, not both")
 	case t.File == "" && t.ConfigMap == "":
 		return fmt.Errorf("configMap (with namespace) or file is required")
+	case t.StateFile != "" && t.File == "":
+		return fmt.Errorf("stateFile goes with file (a ConfigMap keeps its state in annotations)")
 	case t.ConfigMap != "":
 		if !dnsLabel.MatchString(t.ConfigMap) {
 			return fmt.Errorf("configMap: %q is not a valid name", t.ConfigMap)

@@ -199,7 +199,7 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 		return nil, err
 	}
 	st := sink.Target{Name: ct.Name, Namespace: ct.Namespace, ConfigMap: ct.ConfigMap, Key: ct.Key, Deployment: ct.Deployment,
-		File: ct.File, Profile: prof}
+		File: ct.File, StateFile: ct.StateFile, Profile: prof}
 	if ct.Plugin != "" {
 		st.Plugins = []string{ct.Plugin}
 	}

@@ -207,6 +207,9 @@ func (f *File) Edit(changes []Change, prof gate.Profile) ([]byte, error) {
 		if err := checkEdited(g, j.in, j.set, j.remove, prof); err != nil {
 			return nil, err
 		}
+		if err := g.config(j.in.Config.id).CheckStartup(prof); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

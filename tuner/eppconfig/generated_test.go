@@ -104,6 +104,8 @@ func generateConfig(r *rand.Rand) genConfig {
 	text := b.String()
 	if !strings.Contains(text, "name: gate") {
 		text = strings.ReplaceAll(text, "pluginRef: gate", "pluginRef: prefix-cache-affinity-filter")
+	} else { // the EPP refuses a reference to an undeclared plugin
+		text = strings.ReplaceAll(text, "pluginRef: prefix-cache-affinity-filter", "pluginRef: gate")
 	}
 	switch r.IntN(4) {
 	case 0: // ConfigMap, literal block

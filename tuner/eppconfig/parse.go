@@ -101,6 +101,7 @@ type SchedulingProfile struct {
 type ProfilePlugin struct {
 	PluginRef string
 	Weight    *int // nil when not set
+	Line      int  // 1-based source line of the reference
 }
 
 // Parse reads a YAML stream holding EndpointPickerConfig documents or
@@ -311,11 +312,20 @@ func (c *Config) loadProfiles(raw json.RawMessage) error {
 	seq := resolve(mapValue(c.root, "schedulingProfiles"))
 	for i, p := range profiles {
 		sp := SchedulingProfile{Name: p.Name, Line: line}
+		var refs *yaml.Node
 		if seq != nil && seq.Kind == yaml.SequenceNode && len(seq.Content) == len(profiles) {
-			sp.Line = c.tm.fileLine(resolve(seq.Content[i]).Line)
+			pn := resolve(seq.Content[i])
+			sp.Line = c.tm.fileLine(pn.Line)
+			if r := resolve(mapValue(pn, "plugins")); r != nil && r.Kind == yaml.SequenceNode && len(r.Content) == len(p.Plugins) {
+				refs = r
+			}
 		}
-		for _, r := range p.Plugins {
-			sp.Plugins = append(sp.Plugins, ProfilePlugin{PluginRef: r.PluginRef, Weight: r.Weight})
+		for j, r := range p.Plugins {
+			pp := ProfilePlugin{PluginRef: r.PluginRef, Weight: r.Weight, Line: sp.Line}
+			if refs != nil {
+				pp.Line = c.tm.fileLine(resolve(refs.Content[j]).Line)
+			}
+			sp.Plugins = append(sp.Plugins, pp)
 		}
 		c.SchedulingProfiles = append(c.SchedulingProfiles, sp)
 	}

@@ -38,7 +38,16 @@ func newFileStore(t Target, opts Options) (*fileStore, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
 	}
-	return &fileStore{target: t, path: path, sidecar: SidecarPath(path), opts: opts}, nil
+	sidecar := SidecarPath(path)
+	if t.StateFile != "" {
+		if sidecar, err = filepath.Abs(t.StateFile); err != nil {
+			return nil, fmt.Errorf("file target %s: state file %s: %w", t.File, t.StateFile, err)
+		}
+		if sidecar == path {
+			return nil, fmt.Errorf("file target %s: the state file cannot be the config file", t.File)
+		}
+	}
+	return &fileStore{target: t, path: path, sidecar: sidecar, opts: opts}, nil
 }
 
 func (s *fileStore) source() string { return s.target.File }

@@ -420,3 +420,47 @@ func TestTargetValidate(t *testing.T) {
 		t.Error("verification without a querier")
 	}
 }
+
+// TestFileStateFileConfigurable: with StateFile set, the state goes there
+// and nothing appears next to the config (a Git checkout stays clean).
+func TestFileStateFileConfigurable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "repo", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, readTestdata(t, "epp-config-production-commented.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state", "prod.json")
+	if err := os.MkdirAll(filepath.Dir(state), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Clock: testingclock.NewFakeClock(t0), Logger: testLogger(t), Identity: "test"}
+	s, err := New(Target{Name: "prod", File: path, StateFile: state, Plugins: []string{"prefill-affinity"}, Profile: mustProfile(t, "")}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := mustRead(t, s)
+	mustApply(t, s, snap, Meta{Reason: "r"}, set("prefill-affinity", gate.KeyMaxTTFTPenaltyMs, 12000))
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("the config's directory holds %v, want only config.yaml", names)
+	}
+	if got := mustRead(t, s).State; len(got.History) != 1 {
+		t.Fatalf("history read back from the state file: %+v", got.History)
+	}
+	if _, err := New(Target{Name: "prod", File: path, StateFile: path, Profile: mustProfile(t, "")}, opts); err == nil {
+		t.Fatal("a state file equal to the config was accepted")
+	}
+}

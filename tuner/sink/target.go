@@ -56,6 +56,9 @@ type Target struct {
 	// ConfigMap would show it (or a ConfigMap manifest, with Key naming the
 	// data key). A file target has no Deployment; see FileOptions.
 	File string
+	// StateFile is where a file target keeps its state (history, holds,
+	// pending restart); "" means SidecarPath(File).
+	StateFile string
 
 	// Plugins names the prefix-cache-affinity-filter instances gatetuner
 	// manages; empty means the only instance.
@@ -132,6 +135,9 @@ func (t Target) Validate() error {
 			add("a file target takes no mode (its restart is a hook or MarkRestarted)")
 		}
 	} else {
+		if t.StateFile != "" {
+			add("a ConfigMap target takes no state file (its state is in annotations)")
+		}
 		for _, f := range []struct{ name, v string }{{"namespace", t.Namespace}, {"configmap", t.ConfigMap}} {
 			if f.v == "" {
 				add("%s is required", f.name)
