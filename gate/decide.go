@@ -66,10 +66,11 @@ const (
 	ReasonTTFT             // static: TTFT penalty above maxTTFTPenaltyMs
 	ReasonBreakEven        // matchedTokens: queue gap above the cached prefix
 	ReasonCeiling          // matchedTokens: TTFT penalty above the ceiling
+	ReasonTokens           // token-bar generation: in-flight token gap above maxTokensInFlightPenalty
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"", "ttft", "break_even", "ceiling"}
+var reasonNames = [NumReasons]string{"", "ttft", "break_even", "ceiling", "tokens"}
 
 // String returns the reason's name ("" for none).
 func (r Reason) String() string {
@@ -186,13 +187,16 @@ func (p *prepared) prepare(eps []Endpoint, threshold float64, sem Semantics) {
 				g.tokIdx, g.tok = i, t
 			}
 		}
-		// Latency prediction: v1 reads a missing one as MaxFloat64; v2 skips
-		// missing, NaN and ±Inf predictions.
+		// Latency prediction: v1 reads a missing one as MaxFloat64; v2 skips a
+		// missing one. A present prediction is a signal in both, as the EPP
+		// reads it: the minimum starts at MaxFloat64 and takes strictly
+		// smaller values, so NaN and +Inf never win (a group holding only
+		// those has no signal) and -Inf does.
 		v := math.MaxFloat64
 		if e.HasPrediction {
 			v = e.PredictedTTFTMs
 		}
-		if sem == SemanticsV2 && (!e.HasPrediction || math.IsNaN(v) || math.IsInf(v, 0)) {
+		if sem == SemanticsV2 && !e.HasPrediction {
 			continue
 		}
 		if v < g.pred {
@@ -313,6 +317,11 @@ func (p *prepared) decide(s *Settings, eps []Endpoint) Decision {
 			d.Outcome, d.Reason = OutcomeLoadOverride, ReasonTTFT
 			return d
 		}
+	}
+	// The token-bar generation's second gate (v1: a missing load is 0 tokens).
+	if s.MaxTokensInFlightPenalty > 0 && d.BestSticky >= 0 && d.BestNonSticky >= 0 && d.GapTokens > s.MaxTokensInFlightPenalty {
+		d.Outcome, d.Reason = OutcomeLoadOverride, ReasonTokens
+		return d
 	}
 	d.Outcome = OutcomeSticky
 	return d

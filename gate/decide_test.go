@@ -114,8 +114,14 @@ func conformanceCases() []conformanceCase {
 			eps: []Endpoint{pred(90, 100, 0, false), pred(0, 100, 0, false)}, outcome: OutcomeSticky, kept: []int{0}, verdict: Unknown},
 		{name: "v2 latency predictor both groups missing is missing signal", settings: v2(latency(static(5000))),
 			eps: []Endpoint{pred(90, 100, 0, false), pred(0, 100, 0, false)}, outcome: OutcomeMissingSignal, kept: []int{0, 1}, verdict: Unknown},
-		{name: "v2 latency predictor NaN and infinities count as missing", settings: v2(latency(static(5000))),
+		{name: "v2 latency predictor NaN and +Inf never win the minimum, so a group of only those has no signal", settings: v2(latency(static(5000))),
 			eps: []Endpoint{pred(90, 100, math.Inf(-1), true), pred(0, 100, math.NaN(), true), pred(0, 100, math.Inf(1), true)}, outcome: OutcomeMissingSignal, kept: all3, verdict: Unknown},
+		// The newest upstream filter takes any present prediction as a signal
+		// (bestTTFT: ok && ttft < best): -Inf is one (docs/gate.md).
+		{name: "v2 latency predictor -Inf prediction is a signal", settings: v2(latency(static(5000))),
+			eps: []Endpoint{pred(90, 100, 9000, true), pred(0, 100, math.Inf(-1), true)}, outcome: OutcomeLoadOverride, reason: ReasonTTFT, kept: []int{0, 1}, verdict: Unknown},
+		{name: "v2 latency predictor -Inf on the sticky side holds", settings: v2(latency(static(5000))),
+			eps: []Endpoint{pred(90, 100, math.Inf(-1), true), pred(0, 100, 100, true)}, outcome: OutcomeSticky, kept: []int{0}, verdict: Unknown},
 		{name: "v1 latency predictor NaN prediction is never the minimum", settings: latency(static(5000)),
 			eps: []Endpoint{pred(90, 100, 9000, true), pred(0, 100, math.NaN(), true), pred(0, 100, 1000, true)}, outcome: OutcomeLoadOverride, reason: ReasonTTFT, kept: all3, verdict: Unknown},
 		{name: "latency predictor releases on predicted gap", settings: v2(latency(static(5000))),

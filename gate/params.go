@@ -102,6 +102,7 @@ type Params struct {
 	LatencyPredictionInfoProducerName string
 	InFlightLoadProducerName          string
 	MaxInFlightRequestsDelta          int64
+	MaxTokensInFlightPenalty          int64
 	PrefillCalibrationFile            string
 	PrefillCalibrationFingerprint     string
 	PrefillCalibrationRequired        bool
@@ -158,7 +159,7 @@ var ErrUnknownKey = errors.New("unknown key")
 // result is then validated against the profile's rules. An empty input or
 // JSON null means no parameters.
 func ParseParams(raw []byte, prof Profile) (Params, error) {
-	p := DefaultParams()
+	p := prof.DefaultParams()
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return p, p.Validate(prof)
@@ -245,12 +246,16 @@ func (p *Params) set(name string, val json.RawMessage, prof Profile) error {
 		case KeyPeakPrefillThroughput:
 			p.PeakPrefillThroughput = f
 		}
-	case KeyMaxInFlightRequestsDelta:
+	case KeyMaxInFlightRequestsDelta, KeyMaxTokensInFlightPenalty:
 		n, err := strconv.ParseInt(string(val), 10, 64)
 		if err != nil {
 			return bad(fmt.Errorf("must be an integer, got %s", truncate(val)))
 		}
-		p.MaxInFlightRequestsDelta = n
+		if k == KeyMaxTokensInFlightPenalty {
+			p.MaxTokensInFlightPenalty = n
+		} else {
+			p.MaxInFlightRequestsDelta = n
+		}
 	case KeyPrefillCalibrationRequired:
 		switch string(val) {
 		case "true":
@@ -363,19 +368,26 @@ func (p *Params) Validate(prof Profile) error {
 	if p.MaxInFlightRequestsDelta < 0 {
 		return fail(KeyMaxInFlightRequestsDelta, "must be >= 0, got %d", p.MaxInFlightRequestsDelta)
 	}
+	if p.MaxInFlightRequestsDelta > 0 && p.MaxTTFTPenaltyMs == 0 {
+		return fail(KeyMaxInFlightRequestsDelta, "needs maxTTFTPenaltyMs > 0 (the request gate only adds endpoints within the TTFT penalty)")
+	}
+	if p.MaxTokensInFlightPenalty < 0 {
+		return fail(KeyMaxTokensInFlightPenalty, "must be >= 0, got %d", p.MaxTokensInFlightPenalty)
+	}
 	return nil
 }
 
 // Settings returns the values that decide, for a build with semantics sem.
 func (p *Params) Settings(sem Semantics) Settings {
 	return Settings{
-		AffinityThreshold:      p.AffinityThreshold,
-		ExplorationProbability: p.ExplorationProbability,
-		MaxTTFTPenaltyMs:       p.MaxTTFTPenaltyMs,
-		PeakPrefillThroughput:  p.PeakPrefillThroughput,
-		Mode:                   p.PenaltyMode,
-		Source:                 p.TTFTSource,
-		Semantics:              sem,
+		AffinityThreshold:        p.AffinityThreshold,
+		ExplorationProbability:   p.ExplorationProbability,
+		MaxTTFTPenaltyMs:         p.MaxTTFTPenaltyMs,
+		PeakPrefillThroughput:    p.PeakPrefillThroughput,
+		Mode:                     p.PenaltyMode,
+		Source:                   p.TTFTSource,
+		Semantics:                sem,
+		MaxTokensInFlightPenalty: p.MaxTokensInFlightPenalty,
 	}
 }
 
@@ -388,13 +400,22 @@ type Settings struct {
 	Mode                   PenaltyMode
 	Source                 TTFTSource
 	Semantics              Semantics
+	// MaxTokensInFlightPenalty is the token bar of the token-bar generation
+	// (0: off): after the TTFT gate, release iff the fewest in-flight tokens
+	// among sticky endpoints exceed the fewest among the others by more.
+	MaxTokensInFlightPenalty int64
 }
 
 // BarTokens is the token bar the settings' TTFT comparison stands for,
 // maxTTFTPenaltyMs × peakPrefillThroughput / 1000: the static bar in static
 // mode, the ceiling's bar in matchedTokens mode. 0 means no bar (gate or
 // ceiling off).
+//
+// With a token bar (the token-bar generation) the bar is that many tokens.
 func (s *Settings) BarTokens() float64 {
+	if s.MaxTokensInFlightPenalty > 0 {
+		return float64(s.MaxTokensInFlightPenalty)
+	}
 	return s.MaxTTFTPenaltyMs * s.PeakPrefillThroughput / 1000
 }
 

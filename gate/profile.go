@@ -24,6 +24,7 @@ const (
 	KeyPrefillCalibrationFile
 	KeyPrefillCalibrationFingerprint
 	KeyPrefillCalibrationRequired
+	KeyMaxTokensInFlightPenalty
 	numKeys
 )
 
@@ -41,6 +42,7 @@ var keyNames = [numKeys]string{
 	KeyPrefillCalibrationFile:            "prefillCalibrationFile",
 	KeyPrefillCalibrationFingerprint:     "prefillCalibrationFingerprint",
 	KeyPrefillCalibrationRequired:        "prefillCalibrationRequired",
+	KeyMaxTokensInFlightPenalty:          "maxTokensInFlightPenalty",
 }
 
 // String returns the key's canonical spelling.
@@ -115,6 +117,12 @@ var baseKeys = keySetOf(KeyAffinityThreshold, KeyExplorationProbability, KeyMaxT
 // BaseKeys returns the keys every supported EPP build accepts.
 func BaseKeys() KeySet { return baseKeys }
 
+// tokenBarKeys are the keys of the token-bar generation: no ttftSource and no
+// peakPrefillThroughput (its TTFT gate reads the latency predictor only).
+var tokenBarKeys = keySetOf(KeyAffinityThreshold, KeyExplorationProbability, KeyMaxTTFTPenaltyMs,
+	KeyMaxTokensInFlightPenalty, KeyPrefixMatchInfoProducerName, KeyLatencyPredictionInfoProducerName,
+	KeyInFlightLoadProducerName)
+
 // Semantics is a generation of the filter's missing-signal behaviour.
 type Semantics uint8
 
@@ -180,12 +188,41 @@ func ParseThresholdRule(s string) (ThresholdRule, error) {
 }
 
 // Profile is what a target's EPP build accepts: its parameter keys, its
-// missing-signal semantics and its threshold rule.
+// missing-signal semantics and its threshold rule, and, for built-in
+// profiles, the upstream source it mirrors and that build's defaults.
 type Profile struct {
 	Name          string
 	Keys          KeySet
 	MissingSignal Semantics
 	Threshold     ThresholdRule
+	// Upstream names the llm-d-router source the profile mirrors
+	// (repository@commit, with the release tags that carry the same filter);
+	// "" for custom profiles.
+	Upstream string
+	// Defaults are the build's defaults where they differ from the
+	// router-2026-08 build's (DefaultParams); nil means those.
+	Defaults *BuildDefaults
+}
+
+// BuildDefaults are the defaults of an older filter generation.
+type BuildDefaults struct {
+	ExplorationProbability float64
+	MaxTTFTPenaltyMs       float64
+	// TTFTSource is the only source the build has (it has no ttftSource key).
+	TTFTSource TTFTSource
+	// PeakPrefillThroughput is 0 when the build has no such key.
+	PeakPrefillThroughput float64
+}
+
+// DefaultParams returns the parameters of a filter of this build configured
+// with no keys.
+func (p Profile) DefaultParams() Params {
+	d := DefaultParams()
+	if b := p.Defaults; b != nil {
+		d.ExplorationProbability, d.MaxTTFTPenaltyMs = b.ExplorationProbability, b.MaxTTFTPenaltyMs
+		d.TTFTSource, d.PeakPrefillThroughput = b.TTFTSource, b.PeakPrefillThroughput
+	}
+	return d
 }
 
 // Built-in profile names.
@@ -193,6 +230,21 @@ const (
 	ProfileRouter202608 = "router-2026-08"
 	ProfileRouterNewest = "router-newest"
 	ProfilePenaltyMode  = "penalty-mode"
+	// ProfileRouterTokenBar is the generation whose gate had the token bar
+	// maxTokensInFlightPenalty next to a TTFT gate fed by the latency
+	// predictor (May–June 2026, before peakPrefillThroughput).
+	ProfileRouterTokenBar = "router-2026-05-tokens"
+)
+
+// Upstream sources the built-in profiles mirror (docs/gate.md).
+const (
+	upstreamRouter202608 = "llm-d/llm-d-router@ebab687927f5331c1b39defcb579a07951bce56c (main, 2026-08-21; " +
+		"filter plugin.go@800ec0e45, the same decision and keys as plugin.go@ff37a5592 in tags v0.9.0 and v0.10.0)"
+	upstreamTokenBar = "llm-d/llm-d-router@a42e39d3d (main, 2026-06-01; maxTokensInFlightPenalty added in 3a160b650, " +
+		"removed by afdf6bcf5 on 2026-06-11; in no release tag)"
+	upstreamNewest = "no single build: keys of llm-d/llm-d-router@17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67 (calibration) " +
+		"plus maxInFlightRequestsDelta and the v2 missing-signal rule of a newer stored filter (docs/gate.md)"
+	upstreamPenaltyMode = "router-2026-08 plus the seed's penaltyMode extension (not upstream)"
 )
 
 // DefaultProfileName is the profile assumed when a target declares none.
@@ -201,10 +253,14 @@ const DefaultProfileName = ProfileRouter202608
 // BuiltinProfiles returns the built-in profiles.
 func BuiltinProfiles() []Profile {
 	return []Profile{
-		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne},
+		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne, Upstream: upstreamRouter202608},
 		{Name: ProfileRouterNewest, Keys: baseKeys | keySetOf(KeyMaxInFlightRequestsDelta, KeyPrefillCalibrationFile,
-			KeyPrefillCalibrationFingerprint, KeyPrefillCalibrationRequired), MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval},
-		{Name: ProfilePenaltyMode, Keys: baseKeys | keySetOf(KeyPenaltyMode), MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne},
+			KeyPrefillCalibrationFingerprint, KeyPrefillCalibrationRequired), MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval,
+			Upstream: upstreamNewest},
+		{Name: ProfilePenaltyMode, Keys: baseKeys | keySetOf(KeyPenaltyMode), MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
+			Upstream: upstreamPenaltyMode},
+		{Name: ProfileRouterTokenBar, Keys: tokenBarKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
+			Upstream: upstreamTokenBar, Defaults: &BuildDefaults{ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: SourceLatencyPredictor}},
 	}
 }
 

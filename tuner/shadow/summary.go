@@ -67,8 +67,11 @@ type SettingsBrief struct {
 	MaxTTFTPenaltyMs       float64 `json:"maxTTFTPenaltyMs"`
 	PeakPrefillThroughput  float64 `json:"peakPrefillThroughput"`
 	// BarTokens is maxTTFTPenaltyMs × peakPrefillThroughput / 1000: the static
-	// bar, or the matchedTokens ceiling's bar (0 = none).
+	// bar, or the matchedTokens ceiling's bar (0 = none); with a token bar
+	// (maxTokensInFlightPenalty, the token-bar generation) that bar.
 	BarTokens float64 `json:"barTokens"`
+	// MaxTokensInFlightPenalty is the token-bar generation's bar (omitted when 0).
+	MaxTokensInFlightPenalty int64 `json:"maxTokensInFlightPenalty,omitempty"`
 }
 
 // Brief summarises settings.
@@ -76,7 +79,7 @@ func Brief(s gate.Settings) SettingsBrief {
 	return SettingsBrief{
 		Mode: s.Mode.String(), TTFTSource: s.Source.String(), AffinityThreshold: s.AffinityThreshold,
 		ExplorationProbability: s.ExplorationProbability, MaxTTFTPenaltyMs: s.MaxTTFTPenaltyMs,
-		PeakPrefillThroughput: s.PeakPrefillThroughput, BarTokens: s.BarTokens(),
+		PeakPrefillThroughput: s.PeakPrefillThroughput, BarTokens: s.BarTokens(), MaxTokensInFlightPenalty: s.MaxTokensInFlightPenalty,
 	}
 }
 
@@ -217,14 +220,18 @@ func (s *Summary) WriteText(w io.Writer) error {
 	case st.SecondsAt != nil:
 		fmt.Fprintf(&b, "           seconds at %s tok/s (%s)\n", num(*st.SecondsAt), st.PPTSource)
 	default:
-		b.WriteString("           seconds unknown: peakPrefillThroughput is calibrated and --ppt was not given\n")
+		b.WriteString("           seconds unknown: peakPrefillThroughput is calibrated, 0, or not a key of this build, and --ppt was not given\n")
 	}
 	b.WriteString("outcomes  ")
 	for i, n := range s.Outcomes {
 		fmt.Fprintf(&b, " %s %d", gate.Outcome(i), n)
 	}
 	if s.Outcomes[gate.OutcomeLoadOverride] > 0 {
-		fmt.Fprintf(&b, " (ttft %d, break_even %d, ceiling %d)", s.ReleaseReasons[gate.ReasonTTFT], s.ReleaseReasons[gate.ReasonBreakEven], s.ReleaseReasons[gate.ReasonCeiling])
+		fmt.Fprintf(&b, " (ttft %d, break_even %d, ceiling %d", s.ReleaseReasons[gate.ReasonTTFT], s.ReleaseReasons[gate.ReasonBreakEven], s.ReleaseReasons[gate.ReasonCeiling])
+		if n := s.ReleaseReasons[gate.ReasonTokens]; n > 0 || st.MaxTokensInFlightPenalty > 0 {
+			fmt.Fprintf(&b, ", tokens %d", n)
+		}
+		b.WriteString(")")
 	}
 	b.WriteString("\nverdicts  ")
 	for i, n := range s.Verdicts {
@@ -281,6 +288,9 @@ func briefText(s SettingsBrief) string {
 	t := fmt.Sprintf("%s, maxTTFTPenaltyMs %s", s.Mode, num(s.MaxTTFTPenaltyMs))
 	if s.TTFTSource == gate.SourceLatencyPredictor.String() {
 		t += ", ttftSource latencyPredictor"
+		if s.MaxTokensInFlightPenalty > 0 {
+			t += fmt.Sprintf(", maxTokensInFlightPenalty %d tokens", s.MaxTokensInFlightPenalty)
+		}
 	} else {
 		t += fmt.Sprintf(", peakPrefillThroughput %s tok/s, bar %s tokens", num(s.PeakPrefillThroughput), num(s.BarTokens))
 	}
