@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -33,11 +34,15 @@ func init() { commands = append(commands, newDemoCmd) }
 
 type demoOpts struct {
 	scenario, profile, address, dir string
+	plugin                          string
 	seed                            uint64
 	cycleEvery, restartAfter        time.Duration
 	keepServing                     time.Duration
 	verbose                         bool
 }
+
+// pluginName is what --plugin accepts: a name that is a plain YAML scalar.
+var pluginName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func newDemoCmd(a *app) *cobra.Command {
 	var o demoOpts
@@ -63,6 +68,7 @@ minute), so the guards' clocks are scaled to the compressed day.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.scenario, "scenario", "prompt-shift", "scenario: "+strings.Join(fleetsim.ScenarioNames(), ", "))
+	f.StringVar(&o.plugin, "plugin", "", "name of the filter instance in the demo's EPP config, which the daemon manages (default: the scenario's)")
 	f.StringVar(&o.profile, "profile", gate.ProfileRouter202608, "EPP build profile of the simulated EPP ("+gate.ProfilePenaltyMode+" lets the tuner use penaltyMode: matchedTokens)")
 	f.Uint64Var(&o.seed, "seed", 1, "simulator seed")
 	f.DurationVar(&o.cycleEvery, "cycle-every", 5*time.Minute, "simulated time between cycles")
@@ -82,6 +88,12 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	prof, err := gate.LookupProfile(o.profile)
 	if err != nil {
 		return asUsage(err)
+	}
+	if o.plugin != "" {
+		if !pluginName.MatchString(o.plugin) {
+			return usageErr("--plugin %q: a plugin name is letters, digits, '.', '_' and '-'", o.plugin)
+		}
+		sc.EPP.Plugin = o.plugin
 	}
 	if o.cycleEvery < sc.ScrapeInterval {
 		return usageErr("--cycle-every must be at least the scrape interval (%s)", sc.ScrapeInterval)

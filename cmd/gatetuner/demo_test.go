@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -56,4 +58,24 @@ func TestShiftStillApplies(t *testing.T) {
 		t.Fatalf("the demo shows no applied diff or no summary:\n%s", out)
 	}
 	t.Logf("%d applies in %d cycles", applies, cycles)
+}
+
+// TestDemoPluginNamesTheInstance: --plugin names the filter instance in the
+// demo's EPP config, and the daemon manages that instance.
+func TestDemoPluginNamesTheInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a day")
+	}
+	dir := t.TempDir()
+	demoRun(t, "--scenario", "steady", "--cycle-every", "10m", "--plugin", "my-gate", "--dir", dir)
+	cfg, err := os.ReadFile(filepath.Join(dir, "epp-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), "name: my-gate") || !strings.Contains(string(cfg), "pluginRef: my-gate") {
+		t.Fatalf("the demo's EPP config does not name the instance my-gate:\n%s", cfg)
+	}
+	if code, _, errs := gt(t, "", "demo", "--plugin", "a: b"); code == 0 || !strings.Contains(errs, "--plugin") {
+		t.Errorf("a name that is not a plain scalar: exit %d, %s", code, errs)
+	}
 }

@@ -153,3 +153,30 @@ func TestPatchFileRefusesAnotherConfigsNumbers(t *testing.T) {
 		})
 	}
 }
+
+// TestRecommendPluginSelectsTheInstance: --plugin names the instance of
+// --epp-config the simulated fleet runs; an unknown name is refused before
+// anything is simulated, and --plugin without --scenario is a usage error.
+func TestRecommendPluginSelectsTheInstance(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "two-gates.yaml")
+	two, err := os.ReadFile(filepath.Join("..", "..", "tuner", "eppconfig", "testdata", "epp-config-two-gates.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, two, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := gt(t, "", "recommend", "--scenario", "steady", "--epp-config", cfg)
+	if code == 0 || !strings.Contains(errs, "2 instances") {
+		t.Errorf("two instances, no --plugin: exit %d, %s", code, errs)
+	}
+	code, _, errs = gt(t, "", "recommend", "--scenario", "steady", "--epp-config", cfg, "--plugin", "nope")
+	if code == 0 || !strings.Contains(errs, `no plugin "nope"`) {
+		t.Errorf("unknown --plugin: exit %d, %s", code, errs)
+	}
+	code, _, errs = gt(t, "", "recommend", "--config", cfg, "--plugin", "strict-affinity-filter")
+	if code == 0 || !strings.Contains(errs, "--plugin goes with --scenario") {
+		t.Errorf("--plugin with --config: exit %d, %s", code, errs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
 )
 
 // AffinityFilterType is the plugin type of the prefix-cache-affinity filter.
@@ -64,6 +65,17 @@ func (f EPPConfigFile) LoadSettings() (gate.Settings, error) {
 // EPP of the given build would. This is a minimal reader for the simulator:
 // it looks only at plugins[].{name,type,parameters}.
 func ParseEPPConfig(data []byte, plugin string, prof gate.Profile) (gate.Settings, error) {
+	// A config embedded in a ConfigMap, Helm values, a HelmRelease, an
+	// Application or a List is read as gatetuner reads it.
+	if f, err := eppconfig.Parse(data, "EPP config"); err == nil {
+		if in, err := f.Select(eppconfig.Target{Plugin: plugin}); err == nil && in.Config.Path != "" {
+			params, err := in.Params(prof)
+			if err != nil {
+				return gate.Settings{}, err
+			}
+			return params.Settings(prof.MissingSignal), nil
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	type found struct {
 		name   string
