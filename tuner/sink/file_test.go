@@ -464,3 +464,64 @@ func TestFileStateFileConfigurable(t *testing.T) {
 		t.Fatal("a state file equal to the config was accepted")
 	}
 }
+
+// TestFileTargetInEveryForm: a file target holding its config in a Helm
+// values file, a HelmRelease, an Application or a List is applied by splice
+// (only the owned line changes) and read back.
+func TestFileTargetInEveryForm(t *testing.T) {
+	for _, tc := range []struct{ file, key, plugin, old string }{
+		{"helm-values-router.yaml", "prefix-affinity.yaml", "", "18000"},
+		{"flux-helmrelease.yaml", "tuned.yaml", "", "12000"},
+		{"argocd-application-values.yaml", "custom-plugins.yaml", "", "18000"},
+		{"argocd-application-valuesobject.yaml", "affinity.yaml", "gate", "9000"},
+		{"list-configmaps.yaml", "default-plugins.yaml", "", "18000"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			orig, err := os.ReadFile(filepath.Join("..", "eppconfig", "testdata", "forms", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), tc.file)
+			if err := os.WriteFile(path, orig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var plugins []string
+			if tc.plugin != "" {
+				plugins = []string{tc.plugin}
+			}
+			opts := Options{Clock: testingclock.NewFakeClock(t0), Logger: testLogger(t), Identity: "test"}
+			s, err := New(Target{Name: "prod", File: path, Key: tc.key, Plugins: plugins, Profile: mustProfile(t, "")}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := mustRead(t, s)
+			name := snap.Instances[0].Instance.Plugin.Name
+			if got := ownedValue(t, snap, name, gate.KeyMaxTTFTPenaltyMs); got != tc.old {
+				t.Fatalf("maxTTFTPenaltyMs read as %s, want %s", got, tc.old)
+			}
+			if res := mustApply(t, s, snap, Meta{Reason: "r"}, set(name, gate.KeyMaxTTFTPenaltyMs, 4092)); res.Outcome != OutcomeApplied {
+				t.Fatalf("result %+v", res)
+			}
+			got, _ := os.ReadFile(path)
+			gl, ol := strings.Split(string(got), "\n"), strings.Split(string(orig), "\n")
+			if len(gl) != len(ol) {
+				t.Fatalf("line count %d -> %d", len(ol), len(gl))
+			}
+			changed := 0
+			for i := range ol {
+				if gl[i] != ol[i] {
+					changed++
+					if strings.Replace(ol[i], "maxTTFTPenaltyMs: "+tc.old, "maxTTFTPenaltyMs: 4092", 1) != gl[i] {
+						t.Errorf("line %d: %q -> %q", i+1, ol[i], gl[i])
+					}
+				}
+			}
+			if changed != 1 {
+				t.Errorf("%d lines changed, want 1", changed)
+			}
+			if got := ownedValue(t, mustRead(t, s), name, gate.KeyMaxTTFTPenaltyMs); got != "4092" {
+				t.Errorf("read back %s", got)
+			}
+		})
+	}
+}
