@@ -42,7 +42,7 @@ func (b BackendInfo) Caveat() string {
 	switch b.Backend {
 	case BackendVictoriaMetrics:
 		return "MetricsQL rate/increase count from the last sample before the window and do not extrapolate; " +
-			"range queries of 50 or more steps are realigned to multiples of the step unless nocache=1, which this querier sends"
+			"range queries of 50 or more steps are shifted onto multiples of the step unless nocache=1, which this querier sends"
 	case BackendThanos:
 		return "PromQL evaluated by the querier over the store API; replica labels must be deduplicated (--query.replica-label)"
 	case BackendUnknown:
@@ -135,12 +135,13 @@ func majorVersion(v string) int {
 }
 
 // exactSteps makes range queries evaluate at exactly the requested start, end and step on
-// every backend: VictoriaMetrics rounds start and end of a range query with 50 or more points
-// to multiples of the step, for its rollup result cache, unless the request carries nocache=1
-// (AdjustStartEnd in app/vmselect/promql/eval.go, called from queryRangeHandler in
-// app/vmselect/prometheus/prometheus.go, at v1.151.0). Shifted windows put saturation
-// windows off the estimator's grid and can let the last one reach past the evaluation time.
-// Prometheus and Thanos ignore the parameter.
+// every backend: VictoriaMetrics rounds the start of a range query with 50 or more points
+// down to a multiple of the step (and the end with it), for its rollup result cache, unless
+// the request carries nocache=1 (AdjustStartEnd and alignStartEnd in
+// app/vmselect/promql/eval.go, called from queryRangeHandler in
+// app/vmselect/prometheus/prometheus.go, at v1.151.0). Every saturation window then ends up
+// to one step before the estimator's grid point, the newest data goes unread, and the window
+// set differs from Prometheus' on the same data. Prometheus and Thanos ignore the parameter.
 type exactSteps struct{ base http.RoundTripper }
 
 func (t exactSteps) RoundTrip(req *http.Request) (*http.Response, error) {
