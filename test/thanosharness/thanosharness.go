@@ -238,8 +238,8 @@ func (q *Querier) waitStore(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("thanos query never listed the sidecar %s as a store: %w (last /api/v1/stores: %s)\nquery log tail:\n%s",
-				addr, ctx.Err(), strings.TrimSpace(last), q.query.LogTail(20))
+			return fmt.Errorf("thanos query never listed the sidecar %s as a store: %w (last /api/v1/stores: %s)\nsidecar log tail:\n%s\nquery log tail:\n%s",
+				addr, ctx.Err(), strings.TrimSpace(last), q.sidecar.LogTail(20), q.query.LogTail(10))
 		case <-tick.C:
 		}
 	}

@@ -128,7 +128,10 @@ build_thanos() {
 		github.com/thanos-io/thanos "$THANOS_VERSION" "$pkg" "$(replaces "$upstream_mod")"
 	log "thanos $THANOS_VERSION: go build"
 	local start=$SECONDS
-	(cd "$src" && go build -trimpath \
+	# Tags as Thanos' own release build (.promu.yml): its labelpb casts labels.Labels unsafely
+	# and needs Prometheus' slice labels; without slicelabels the sidecar segfaults on its
+	# first store API call.
+	(cd "$src" && go build -trimpath -tags netgo,slicelabels \
 		-ldflags "-s -w -X github.com/prometheus/common/version.Version=${THANOS_VERSION#v}" \
 		-o "$bin.tmp" "$pkg")
 	mv -f "$bin.tmp" "$bin"
