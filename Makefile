@@ -10,6 +10,8 @@ CACHE     ?= $(CURDIR)/.cache
 export GATETUNER_CACHE := $(CACHE)
 FUZZTIME  ?= 10s
 TEST_TIMEOUT ?= 75m
+# THANOS=1 also builds Thanos and compiles the Thanos tests (-tags thanos); see docs/estimator.md.
+TEST_TAGS := $(if $(THANOS),-tags thanos)
 
 .PHONY: all build test test-unit test-components e2e sweeps bench fuzz lint clean
 
@@ -21,16 +23,18 @@ build:
 ## test: everything CI runs, against a real Prometheus and a real API server.
 ## A test that needs a missing component fails loudly here (it only skips under -short).
 test: test-components
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) vet $(TEST_TAGS) ./...
+	$(GO) test $(TEST_TAGS) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-unit: the quick loop; integration tests that need real servers skip under -short.
 test-unit:
 	$(GO) test -short -count=1 ./...
 
 ## test-components: build kube-apiserver and etcd at pinned versions into $(CACHE) (cached).
+## It also builds VictoriaMetrics, and Thanos when THANOS=1.
 test-components:
 	./test/kubeharness/build-components.sh "$(CACHE)"
+	./test/vmharness/build-backends.sh "$(CACHE)" $(if $(THANOS),all,vm)
 
 ## e2e: the closed-loop test alone.
 e2e: test-components

@@ -72,9 +72,10 @@ type HTTPConfig struct {
 // HTTP is a Querier over the Prometheus HTTP API (Prometheus, Thanos,
 // Mimir, Cortex, VictoriaMetrics).
 type HTTP struct {
-	api   v1.API
-	cfg   HTTPConfig
-	close func()
+	api    v1.API
+	client api.Client // the raw client, for DetectBackend
+	cfg    HTTPConfig
+	close  func()
 }
 
 var _ Querier = (*HTTP)(nil)
@@ -154,12 +155,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	client, err := api.NewClient(api.Config{
 		Address:      strings.TrimRight(cfg.Address, "/"),
-		RoundTripper: &authTransport{base: base, headers: headers, token: tokens},
+		RoundTripper: exactSteps{&authTransport{base: base, headers: headers, token: tokens}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
-	return &HTTP{api: v1.NewAPI(client), cfg: cfg, close: closeIdle}, nil
+	return &HTTP{api: v1.NewAPI(client), client: client, cfg: cfg, close: closeIdle}, nil
 }
 
 // Close releases idle connections.

@@ -63,6 +63,8 @@ type Options struct {
 	ScrapeTimeout time.Duration
 	// Targets are scraped with honor_labels: true.
 	Targets []Target
+	// ExternalLabels are the global external_labels (a Thanos sidecar needs one).
+	ExternalLabels map[string]string
 	// ExtraFlags are appended to the command line.
 	ExtraFlags []string
 	// ReadyTimeout bounds the wait for /-/ready; zero means
@@ -194,9 +196,10 @@ type promConfig struct {
 }
 
 type promGlobal struct {
-	ScrapeInterval     string `yaml:"scrape_interval"`
-	ScrapeTimeout      string `yaml:"scrape_timeout"`
-	EvaluationInterval string `yaml:"evaluation_interval"`
+	ScrapeInterval     string            `yaml:"scrape_interval"`
+	ScrapeTimeout      string            `yaml:"scrape_timeout"`
+	EvaluationInterval string            `yaml:"evaluation_interval"`
+	ExternalLabels     map[string]string `yaml:"external_labels,omitempty"`
 }
 
 type scrapeConfig struct {
@@ -216,6 +219,7 @@ func (s *Server) writeConfig(targets []Target) error {
 		ScrapeInterval:     model.Duration(s.opts.ScrapeInterval).String(),
 		ScrapeTimeout:      model.Duration(s.opts.ScrapeTimeout).String(),
 		EvaluationInterval: model.Duration(s.opts.ScrapeInterval).String(),
+		ExternalLabels:     s.opts.ExternalLabels,
 	}}
 	for i, tg := range targets {
 		job := tg.Job
