@@ -192,6 +192,7 @@ type pod struct {
 	grownFor   int64 // step whose decode growth is already reserved
 
 	stepNo      int64
+	outSteps    int64 // steps that emitted a request output
 	busy        bool
 	stepStart   int64
 	stepEnd     int64
@@ -513,6 +514,9 @@ func (p *pod) endStep(now int64) {
 		p.stepChunks[i] = nil
 	}
 	p.stepChunks = p.stepChunks[:0]
+	if emitted {
+		p.outSteps++
+	}
 	if emitted || p.cfg.iterEveryStep {
 		// vLLM observes iteration tokens once per IterationStats, which
 		// only a step with request outputs makes.
