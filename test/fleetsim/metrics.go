@@ -237,14 +237,16 @@ func newCatalog(s *sim, opt MetricsOptions, x *ExportShape) *catalog {
 // own (model_name, engine) and the scrape's target labels.
 func vllmTargetLabels(s *sim, x *ExportShape, i int) string {
 	sc := s.sc
-	pod := i / x.DPRanks
-	inst := podIP(pod) + ":" + strconv.Itoa(x.port(i))
+	ep := x.endpointOf(i)
+	pod := x.podOf(ep)
+	eng := strconv.Itoa(i % x.DPEngines)
+	inst := podIP(pod) + ":" + strconv.Itoa(x.port(ep))
 	switch x.Scrape {
 	case ScrapeOperator:
-		return labelSet("engine", "0", "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(i)),
+		return labelSet("engine", eng, "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(ep)),
 			"instance", inst, "job", sc.Namespace+"/"+sc.Target+"-decode", "namespace", sc.Namespace, "pod", sc.PodName(pod))
 	case ScrapeKubernetesSD:
-		return labelSet("engine", "0", "model_name", sc.Model, "instance", inst, "job", "vllm")
+		return labelSet("engine", eng, "model_name", sc.Model, "instance", inst, "job", "vllm")
 	}
 	if x.DPRanks > 1 {
 		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod), "instance", inst)
@@ -460,7 +462,7 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		} {
 			f := familyDef{name: g.name, typ: typGauge, help: g.help}
 			for _, prod := range x.Producers {
-				for i := range s.pods {
+				for i := range g.vals {
 					m := metricDef{
 						labels: lb.labels("endpoint_name", x.endpointName(sc, i), "namespace", sc.Namespace, "producer_name", prod,
 							"fairness_id", "default", "priority", "0"),
@@ -490,9 +492,9 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
 			metrics: []metricDef{hm(&rp.m.ttftH, lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"))}})
 		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
-		for i := range s.pods {
+		for i := range rp.m.attempts {
 			m := metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(i/x.DPRanks),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]),
 			}
@@ -507,9 +509,9 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
 		// the llm_d_epp_* names by main.
 		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
-		for i := range s.pods {
+		for i := range rp.m.attempts {
 			f.metrics = append(f.metrics, metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(i/x.DPRanks),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]), present: counterPresent(&rp.m.attempts[i]),
 			})
