@@ -77,17 +77,17 @@ type Options struct {
 
 // sim is the fleet: workload, EPP, engines, outputs and truth accumulators.
 type sim struct {
-	sc   *Scenario
-	opt  Options
-	x    ExportShape
+	sc  *Scenario
+	opt Options
+	x   ExportShape
 	// dpEngines is the vLLM engines behind each EPP endpoint.
 	dpEngines int
-	tree nodeTree
-	wl   *workload
-	pods []*pod
-	ec   *blockCache
-	epp  *epp
-	live bool
+	tree      nodeTree
+	wl        *workload
+	pods      []*pod
+	ec        *blockCache
+	epp       *epp
+	live      bool
 
 	phaseStart []int64
 	phaseEnd   []int64
