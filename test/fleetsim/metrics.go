@@ -392,27 +392,22 @@ func newEPPLabeler(s *sim, x *ExportShape, k int) eppLabeler {
 	return eppLabeler{target: []string{"namespace", sc.Namespace, "pod", pod}}
 }
 
-// own renders the EPP's own label pairs (which may carry namespace) with the
-// target labels.
+// labels renders the EPP's own label pairs with the target labels: under
+// honorLabels false a clashing own namespace becomes exported_namespace;
+// legacy-sim has one namespace label for both.
 func (l eppLabeler) labels(own ...string) string {
 	kv := append([]string(nil), l.target...)
-	hasNS := false
 	for i := 0; i+1 < len(own); i += 2 {
 		k := own[i]
 		if k == "namespace" {
-			hasNS = true
-			if l.renameNS {
+			switch {
+			case l.renameNS:
 				k = "exported_namespace"
+			case containsKey(l.target, "namespace"):
+				continue
 			}
 		}
 		kv = append(kv, k, own[i+1])
-	}
-	if !hasNS && len(l.target) > 0 && l.target[0] == "namespace" {
-		return labelSet(kv...)
-	}
-	if hasNS && !l.renameNS && containsKey(l.target, "namespace") {
-		// legacy-sim: the target's namespace and the EPP's are one label.
-		kv = dropSecond(kv, "namespace")
 	}
 	return labelSet(kv...)
 }
@@ -424,22 +419,6 @@ func containsKey(kv []string, key string) bool {
 		}
 	}
 	return false
-}
-
-// dropSecond removes the second pair named key.
-func dropSecond(kv []string, key string) []string {
-	seen := false
-	out := kv[:0:0]
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i] == key {
-			if seen {
-				continue
-			}
-			seen = true
-		}
-		out = append(out, kv[i], kv[i+1])
-	}
-	return out
 }
 
 func histPresent(h *hist) func() bool { return func() bool { return h.count > 0 } }
