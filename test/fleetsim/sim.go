@@ -65,6 +65,9 @@ type Options struct {
 	// per series per scrape over the measured phases.
 	Metrics        io.Writer
 	MetricsOptions MetricsOptions
+	// Exporters overrides the scenario's export shape (nil: the scenario's,
+	// else DefaultExportShape).
+	Exporters *ExportShape
 	// Records receives one gate record (JSON line) per decision in the
 	// measured phases.
 	Records io.Writer
@@ -74,14 +77,17 @@ type Options struct {
 
 // sim is the fleet: workload, EPP, engines, outputs and truth accumulators.
 type sim struct {
-	sc   *Scenario
-	opt  Options
-	tree nodeTree
-	wl   *workload
-	pods []*pod
-	ec   *blockCache
-	epp  *epp
-	live bool
+	sc  *Scenario
+	opt Options
+	x   ExportShape
+	// dpEngines is the vLLM engines behind each EPP endpoint.
+	dpEngines int
+	tree      nodeTree
+	wl        *workload
+	pods      []*pod
+	ec        *blockCache
+	epp       *epp
+	live      bool
 
 	phaseStart []int64
 	phaseEnd   []int64
@@ -114,6 +120,10 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		return nil, err
 	}
 	s := &sim{sc: sc, opt: opt, live: live, base: opt.BaseTime}
+	var err error
+	if s.x, err = exportShape(sc, &opt); err != nil {
+		return nil, err
+	}
 	if s.base.IsZero() {
 		s.base = DefaultBaseTime()
 	}
@@ -129,7 +139,6 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		s.settings = append(s.settings, st)
 	}
 	first, last := 0, len(sc.Phases)-1
-	var err error
 	if opt.First != "" {
 		if first, err = sc.PhaseIndex(opt.First); err != nil {
 			return nil, err
@@ -168,21 +177,25 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		s.wl.next()
 	}
 	eng := &sc.Pods.Engine
-	s.ec = newBlockCache(int32(eng.BlockSize), sc.Pods.Count, &s.tree)
+	n := s.x.engines(sc)
+	s.dpEngines = s.x.DPEngines
+	s.ec = newBlockCache(int32(eng.BlockSize), n, &s.tree)
 	cfg := newEngineCfg(eng)
-	for i := 0; i < sc.Pods.Count; i++ {
+	cfg.iterEveryStep = s.x.IterationEveryStep
+	cfg.pcCount = prefixCounting(s.x.VLLM)
+	for i := 0; i < n; i++ {
 		s.pods = append(s.pods, newPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
 	}
-	s.epp = newEPP(sc, &s.tree, opt.Seed)
+	s.epp = newEPP(sc, &s.tree, opt.Seed, s.x.endpoints(sc), s.x.EPPReplicas, s.x.SyncReplicas)
 	s.cur = s.phaseAt(s.runStart)
 	s.epp.settings = s.settings[s.cur]
 	s.now = s.runStart
-	s.cat = newCatalog(s, opt.MetricsOptions)
+	s.cat = newCatalog(s, opt.MetricsOptions, &s.x)
 	if opt.Metrics != nil {
 		s.om = newOMWriter(s.cat, opt.Metrics, opt.MetricsOptions.Interleaved)
 	}
 	if opt.Records != nil {
-		s.rec = newRecordWriter(opt.Records, sc, s.base)
+		s.rec = newRecordWriter(opt.Records, sc, s.base, &s.x)
 	}
 	s.acc.init(s)
 	return s, nil
@@ -291,27 +304,59 @@ func (s *sim) arrive() {
 	r := &request{id: s.nextID, arrival: a.t, phase: int16(s.phaseAt(a.t)), leaf: a.leaf, out: a.out,
 		prompt: a.prompt, output: a.output, firstSched: -1, firstToken: -1, heapIdx: -1}
 	dec := s.epp.route(r)
-	r.pod = int32(dec.chosen)
+	r.ep = int32(dec.chosen)
+	r.pod = int32(s.pickEngine(dec.chosen))
 	measured := a.t >= s.measStart
 	if measured && s.rec != nil {
 		s.rec.write(r, s.epp.eps, &dec)
 	}
 	s.acc.decided(s, r, &dec, measured)
 	s.pendingFirst++
-	s.pods[dec.chosen].enqueue(r, s.now)
+	s.pods[r.pod].enqueue(r, s.now)
+}
+
+// pickEngine is the engine behind endpoint ep that vLLM's front-end gives
+// a request: the least waiting×4 + running, ties to the lowest index.
+func (s *sim) pickEngine(ep int) int {
+	if s.dpEngines == 1 {
+		return ep
+	}
+	best, bestScore := -1, int64(0)
+	for e := ep * s.dpEngines; e < (ep+1)*s.dpEngines; e++ {
+		p := s.pods[e]
+		score := int64(p.waiting.len())*4 + int64(p.nRunning)
+		if best < 0 || score < bestScore {
+			best, bestScore = e, score
+		}
+	}
+	return best
 }
 
 func (s *sim) firstToken(p *pod, r *request, now int64) {
 	s.pendingFirst--
 	s.epp.firstToken(r)
-	s.epp.m.ttftH.observe(float64(now-r.arrival) / 1e9)
+	s.epp.reps[r.eppRep].m.ttftH.observe(float64(now-r.arrival) / 1e9)
 	s.acc.firstToken(s, p, r, now)
 }
 
 func (s *sim) finished(_ *pod, r *request, _ int64) {
 	s.epp.finished(r)
-	s.epp.m.inputH.observe(float64(r.prompt))
-	s.epp.m.cachedH.observe(float64(r.firstCached))
+	if s.x.UsageShare < 1 && unitHash(uint64(r.id)) >= s.x.UsageShare {
+		return // the response carried no usage: the EPP observes no tokens
+	}
+	m := &s.epp.reps[r.eppRep].m
+	m.inputH.observe(float64(r.prompt))
+	m.cachedH.observe(float64(r.firstCached))
+}
+
+// unitHash maps v to [0, 1) deterministically (splitmix64), so that which
+// responses carry usage draws on no random stream.
+func unitHash(v uint64) float64 {
+	v += 0x9e3779b97f4a7c15
+	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9
+	v = (v ^ (v >> 27)) * 0x94d049bb133111eb
+	v ^= v >> 31
+	return float64(v>>11) / (1 << 53)
 }
 
 func (s *sim) wallMillis(t int64) int64 {
