@@ -289,6 +289,10 @@ func checkQuery(t *testing.T, q query, expr string, metrics map[string]metricInf
 	}
 	var problems []string
 	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		if agg, ok := n.(*parser.AggregateExpr); ok {
+			problems = append(problems, unknownGrouping(agg, metrics)...)
+			return nil
+		}
 		vs, ok := n.(*parser.VectorSelector)
 		if !ok {
 			return nil
@@ -310,4 +314,34 @@ func checkQuery(t *testing.T, q query, expr string, metrics map[string]metricInf
 	for _, p := range problems {
 		t.Errorf("%s %s: %s", q.panel, q.refID, p)
 	}
+}
+
+// unknownGrouping lists the by-labels of agg that none of the metrics it
+// aggregates carries (a renamed label left behind in a query).
+func unknownGrouping(agg *parser.AggregateExpr, metrics map[string]metricInfo) []string {
+	if agg.Without {
+		return nil
+	}
+	have := map[string]bool{}
+	plain := true // only selectors under agg: no label_replace or vector() that could add labels
+	parser.Inspect(agg.Expr, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			for l := range metrics[n.Name].labels {
+				have[l] = true
+			}
+		case *parser.Call:
+			if n.Func.Name == "label_replace" || n.Func.Name == "label_join" || n.Func.Name == "vector" {
+				plain = false
+			}
+		}
+		return nil
+	})
+	var out []string
+	for _, l := range agg.Grouping {
+		if plain && !have[l] && !scrapeLabels[l] {
+			out = append(out, fmt.Sprintf("%s groups by %q, a label none of its metrics has", agg.Op, l))
+		}
+	}
+	return out
 }

@@ -283,7 +283,7 @@ func fillMetrics(m *exporter.Metrics, tg string) {
 	m.DataAge.WithLabelValues(tg, "drain-rate").Set(95)
 	m.DataAge.WithLabelValues(tg, "in-flight").Set(12)
 	for _, q := range []string{"p50", "p90", "p99"} {
-		m.GateInputPenalty.WithLabelValues(tg, q).Set(map[string]float64{"p50": 120, "p90": 900, "p99": 4100}[q])
+		m.GateInputPenalty.WithLabelValues(tg, q).Set(map[string]float64{"p50": 0.12, "p90": 0.9, "p99": 4.1}[q])
 		m.GateInputGap.WithLabelValues(tg, q).Set(map[string]float64{"p50": -3000, "p90": 2500, "p99": 40000}[q])
 	}
 	m.DecisionSource.WithLabelValues(tg, "prometheus-model").Set(1)
@@ -464,6 +464,58 @@ func TestDashboardAndAlertsAgainstDemoDaemon(t *testing.T) {
 	}
 	t.Logf("demo target %q; checking every panel and alert query", tg)
 	checkDashboardAndAlerts(ctx, t, prom, tg, start, false)
+	checkExposition(ctx, t, "http://"+addr+"/metrics")
+}
+
+// checkExposition runs `promtool check metrics` on what the daemon serves at
+// url, and checks the distribution gauges' statistic values are the documented ones.
+func checkExposition(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	bins, err := promharness.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bins.Promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the daemon's /metrics: %v\n%s", err, out)
+	}
+	stats := map[string]bool{"p50": true, "p90": true, "p99": true, "mean": true}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "gatetuner_") {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, exporter.StatisticLabel+`="`)
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		if !stats[v] {
+			t.Errorf("daemon /metrics: %s value %q is not one docs/metrics.md lists: %s", exporter.StatisticLabel, v, line)
+		}
+		seen++
+	}
+	if seen == 0 {
+		t.Errorf("daemon /metrics has no series with a %s label (prompt and cached tokens, gate input):\n%s", exporter.StatisticLabel, body)
+	}
 }
 
 // firstTarget returns the alphabetically first target label the daemon exports.
