@@ -90,8 +90,42 @@ func TestDockerfileBuildsTheStaticBinaryAsNonRoot(t *testing.T) {
 			}
 		}
 	}
-	if len(froms) != 2 || !strings.Contains(froms[0], "golang:${GO_VERSION} AS build") || froms[1] != "gcr.io/distroless/static:nonroot" {
-		t.Fatalf("stages %q: want a golang:${GO_VERSION} build stage and gcr.io/distroless/static:nonroot", froms)
+	if len(froms) != 2 || froms[0] != "--platform=$BUILDPLATFORM ${BUILD_IMAGE} AS build" || froms[1] != "${RUNTIME_IMAGE}" {
+		t.Fatalf("stages %q: want a ${BUILD_IMAGE} build stage on the build platform and a ${RUNTIME_IMAGE} stage", froms)
+	}
+	// The bases are build args (a release pins them by digest); by default golang at
+	// GO_VERSION and distroless' nonroot static image, optionally pinned by digest.
+	if b := args["BUILD_IMAGE"]; !regexp.MustCompile(`^golang:\$\{GO_VERSION\}(@sha256:[0-9a-f]{64})?$`).MatchString(b) {
+		t.Errorf("BUILD_IMAGE default %q: want golang:${GO_VERSION}[@sha256:…]", b)
+	}
+	if r := args["RUNTIME_IMAGE"]; !regexp.MustCompile(`^gcr\.io/distroless/static:nonroot(@sha256:[0-9a-f]{64})?$`).MatchString(r) {
+		t.Errorf("RUNTIME_IMAGE default %q: want gcr.io/distroless/static:nonroot[@sha256:…]", r)
+	}
+	// OCI labels on the final image, stamped from the final stage's own VERSION and COMMIT args
+	// (an ARG declared only in the build stage would be empty there).
+	final := ins[slices.IndexFunc(ins, func(in dockerInstr) bool { return in.cmd == "FROM" && in.args == froms[1] }):]
+	finalArgs := map[string]bool{}
+	var label string
+	for _, in := range final {
+		switch in.cmd {
+		case "ARG":
+			k, _, _ := strings.Cut(in.args, "=")
+			finalArgs[k] = true
+		case "LABEL":
+			label += in.args + " "
+		}
+	}
+	for _, want := range []string{`org.opencontainers.image.source="https://github.com/gatetuner/gatetuner"`,
+		`org.opencontainers.image.version="${VERSION}"`, `org.opencontainers.image.revision="${COMMIT}"`,
+		`org.opencontainers.image.base.name="${RUNTIME_IMAGE}"`, `org.opencontainers.image.title=`} {
+		if !strings.Contains(label, want) {
+			t.Errorf("the final stage's labels lack %s: %s", want, label)
+		}
+	}
+	for _, a := range []string{"VERSION", "COMMIT", "RUNTIME_IMAGE"} {
+		if !finalArgs[a] {
+			t.Errorf("the final stage does not declare ARG %s, which its labels use", a)
+		}
 	}
 
 	// The Go toolchain of the build stage is at least the one go.mod asks for.
