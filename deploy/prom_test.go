@@ -34,6 +34,10 @@ import (
 // daemon's series, as the ServiceMonitor would.
 const daemonNamespace = "gatetuner"
 
+// scrapeJob is the job label the tests' scrape config gives the daemon's
+// series, as the ServiceMonitor's jobLabel does.
+const scrapeJob = "gatetuner"
+
 // TestAlertRulesFire runs promtool's rule unit tests (testdata/alerts-test.yaml)
 // over the base's rules: each alert fires in its condition with the labels
 // routing needs and stays quiet otherwise. promtool also checks the full rules,
@@ -166,7 +170,7 @@ func checkVariables(ctx context.Context, t *testing.T, prom *promharness.Server,
 		inner = strings.TrimSuffix(inner, ")")
 		i := strings.LastIndex(inner, ",")
 		metric, label := strings.TrimSpace(inner[:i]), strings.TrimSpace(inner[i+1:])
-		metric, err := substitute(metric, map[string]string{"namespace": ".*"})
+		metric, err := substitute(metric, map[string]string{"namespace": ".*", "job": ".*"})
 		if err != nil {
 			t.Error(err)
 			continue
@@ -238,7 +242,7 @@ func checkDashboardAndAlerts(ctx context.Context, t *testing.T, prom *promharnes
 	if n := perPanel["alert GatetunerDown"]; n != 0 {
 		t.Errorf("GatetunerDown's expression returns %d series while the daemon is scraped: its up{} selector misses the scrape labels", n)
 	}
-	checkVariables(ctx, t, prom, d, map[string]string{"namespace": daemonNamespace, "target": target})
+	checkVariables(ctx, t, prom, d, map[string]string{"namespace": daemonNamespace, "job": scrapeJob, "target": target})
 }
 
 // waitScrapes waits until Prometheus holds at least n samples of series.
@@ -352,7 +356,7 @@ func TestDashboardQueriesAgainstExporter(t *testing.T) {
 
 	start := time.Now()
 	prom := promharness.Start(t, promharness.Options{ScrapeInterval: time.Second, Targets: []promharness.Target{{
-		Job: "gatetuner", Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Labels: map[string]string{"namespace": daemonNamespace},
+		Job: scrapeJob, Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Labels: map[string]string{"namespace": daemonNamespace},
 	}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -408,7 +412,7 @@ func TestDashboardAndAlertsAgainstDemoDaemon(t *testing.T) {
 
 	start := time.Now()
 	prom := promharness.Start(t, promharness.Options{ScrapeInterval: time.Second, Targets: []promharness.Target{{
-		Job: "gatetuner", Addrs: []string{addr}, Labels: map[string]string{"namespace": daemonNamespace},
+		Job: scrapeJob, Addrs: []string{addr}, Labels: map[string]string{"namespace": daemonNamespace},
 	}}})
 	demo := startDemo(t, bin, addr)
 	ctx := t.Context()
