@@ -612,3 +612,25 @@ func TestDashboardShippedEverywhere(t *testing.T) {
 		t.Errorf("dashboard.enabled=false: %d ConfigMaps rendered, want only the config", n)
 	}
 }
+
+// TestObjectsCarryTheRecommendedLabels: every object of the kustomize base,
+// the overlay and the chart carries the app.kubernetes.io label set
+// (name, instance, version, managed-by, part-of).
+func TestObjectsCarryTheRecommendedLabels(t *testing.T) {
+	for _, in := range installs(t) {
+		t.Run(in.name, func(t *testing.T) {
+			for _, o := range in.objs {
+				l := o.GetLabels()
+				for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+					"app.kubernetes.io/managed-by", "app.kubernetes.io/part-of"} {
+					if l[k] == "" {
+						t.Errorf("%s %s/%s: no label %s (labels %v)", o.GetKind(), o.GetNamespace(), o.GetName(), k, l)
+					}
+				}
+				if want := map[bool]string{true: "kustomize", false: "Helm"}[strings.HasPrefix(in.name, "kustomize")]; l["app.kubernetes.io/managed-by"] != want {
+					t.Errorf("%s %s: managed-by %q, want %q", o.GetKind(), o.GetName(), l["app.kubernetes.io/managed-by"], want)
+				}
+			}
+		})
+	}
+}
