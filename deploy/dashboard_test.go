@@ -87,6 +87,10 @@ func loadDashboard(t testing.TB) dashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every test reading the dashboard reads one the Grafana Foundation SDK accepts.
+	if err := checkGrafanaDashboard(b); err != nil {
+		t.Fatalf("%s: Grafana Foundation SDK: %v", dashboardPath, err)
+	}
 	var d dashboard
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardPath, err)
