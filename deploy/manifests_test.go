@@ -533,8 +533,14 @@ func TestHelmRefusesUnsafeValues(t *testing.T) {
 		{"targets under config", map[string]any{"targets": []any{target}, "config": map[string]any{"targets": []any{target}}}, "config.targets"},
 		{"replicas without election", map[string]any{"targets": []any{target}, "leaderElection": map[string]any{"enabled": false}}, "replicas > 1 needs leaderElection.enabled"},
 		{"configMap target without namespace", map[string]any{"targets": []any{map[string]any{"name": "a", "configMap": "a-epp"}}}, "needs its namespace"},
+		{"no image repository", map[string]any{"targets": []any{target}, "image": map[string]any{"repository": ""}}, "image.repository: set the image you built"},
+		{"PDB that blocks drains", map[string]any{"targets": []any{target}, "replicas": 1, "leaderElection": map[string]any{"enabled": false}}, "podDisruptionBudget.minAvailable 1 with replicas 1 would block every node drain"},
+		{"PDB with both bounds", map[string]any{"targets": []any{target}, "podDisruptionBudget": map[string]any{"maxUnavailable": 1}}, "set minAvailable or maxUnavailable, not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := tc.values["image"]; !ok {
+				tc.values["image"] = map[string]any{"repository": "registry.example.com/platform/gatetuner"}
+			}
 			_, err := render.Helm(chartDir, render.HelmRelease{Name: "gatetuner", Namespace: "gatetuner", Values: tc.values})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one saying %q", err, tc.want)
