@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -507,6 +508,13 @@ func TestHelmValuesReachTheObjects(t *testing.T) {
 		{"ServiceMonitor label", one(t, objs, "ServiceMonitor").GetLabels()["release"] == "kube-prometheus-stack"},
 		{"PrometheusRule label", one(t, objs, "PrometheusRule").GetLabels()["release"] == "kube-prometheus-stack"},
 		{"dashboard namespace", find(objs, "ConfigMap", "monitoring", "tuner-gatetuner-dashboard") != nil},
+		{"extraEnv", slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" })},
+		{"extraVolumes and extraVolumeMounts", slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == "lab-epp" }) &&
+			slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "lab-epp" && m.MountPath == "/etc/epp" })},
+		{"tmpSizeLimit", slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "tmp" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.String() == "1Gi"
+		})},
+		{"NetworkPolicy from the monitoring namespace to the metrics port", networkPolicyAdmitsMetrics(t, find(objs, "NetworkPolicy", "platform", "tuner-gatetuner"), "monitoring")},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -639,4 +647,20 @@ func TestObjectsCarryTheRecommendedLabels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// networkPolicyAdmitsMetrics: np selects ingress only, on the metrics port,
+// from namespace ns.
+func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns string) bool {
+	t.Helper()
+	if np == nil {
+		return false
+	}
+	p := convert[networkingv1.NetworkPolicy](t, np)
+	if len(p.Spec.Ingress) != 1 || len(p.Spec.Ingress[0].Ports) != 1 || p.Spec.Ingress[0].Ports[0].Port.String() != "metrics" {
+		return false
+	}
+	from := p.Spec.Ingress[0].From
+	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns &&
+		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
 }
