@@ -28,8 +28,13 @@ type dashboard struct {
 	} `json:"templating"`
 	Annotations struct {
 		List []struct {
-			Name string `json:"name"`
-			Expr string `json:"expr"`
+			Name   string `json:"name"`
+			Expr   string `json:"expr"` // the legacy form: must be empty
+			Step   string `json:"step"` // the legacy form: must be empty
+			Target *struct {
+				Expr  string `json:"expr"`
+				RefID string `json:"refId"`
+			} `json:"target"`
 		} `json:"list"`
 	} `json:"annotations"`
 	Panels []panel `json:"panels"`
@@ -82,6 +87,10 @@ func loadDashboard(t testing.TB) dashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every test reading the dashboard reads one the Grafana Foundation SDK accepts.
+	if err := checkGrafanaDashboard(b); err != nil {
+		t.Fatalf("%s: Grafana Foundation SDK: %v", dashboardPath, err)
+	}
 	var d dashboard
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardPath, err)
@@ -107,8 +116,8 @@ func dashboardQueries(d dashboard) []query {
 		}
 	}
 	for _, a := range d.Annotations.List {
-		if a.Expr != "" {
-			out = append(out, query{panel: "annotation " + a.Name, expr: a.Expr})
+		if a.Target != nil && a.Target.Expr != "" {
+			out = append(out, query{panel: "annotation " + a.Name, refID: a.Target.RefID, expr: a.Target.Expr})
 		}
 	}
 	return out
@@ -162,6 +171,7 @@ func alertQueries(t testing.TB) []query {
 func grafanaVars(namespace, target, rangeDur string) map[string]string {
 	return map[string]string{
 		"namespace":       regexp.QuoteMeta(namespace),
+		"job":             regexp.QuoteMeta(scrapeJob),
 		"target":          regexp.QuoteMeta(target),
 		"__rate_interval": "1m",
 		"__interval":      "1m",
@@ -201,7 +211,7 @@ func TestDashboardDefinition(t *testing.T) {
 	for _, v := range d.Templating.List {
 		vars[v.Name] = true
 	}
-	for _, want := range []string{"datasource", "namespace", "target"} {
+	for _, want := range []string{"datasource", "namespace", "job", "target"} {
 		if !vars[want] {
 			t.Errorf("template variable %q missing", want)
 		}
@@ -238,6 +248,27 @@ func TestDashboardDefinition(t *testing.T) {
 		if !strings.Contains(q.expr, `namespace=~"$namespace"`) {
 			t.Errorf("%s %s: does not follow the namespace variable: %s", q.panel, q.refID, q.expr)
 		}
+		// Two releases in one namespace are two jobs: every selector follows $job too.
+		if n, j := strings.Count(q.expr, `namespace=~"$namespace"`), strings.Count(q.expr, `job=~"$job"`); n != j {
+			t.Errorf("%s %s: %d selectors follow $namespace, %d $job: %s", q.panel, q.refID, n, j, q.expr)
+		}
+	}
+	// Annotations in the current Prometheus form: the query in target (Grafana's
+	// packages/grafana-prometheus/src/annotations.ts moves a legacy expr and step there).
+	annotations := 0
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" || a.Step != "" {
+			t.Errorf("annotation %s: legacy top-level expr/step; put the query in target", a.Name)
+		}
+		if a.Target != nil {
+			annotations++
+			if a.Target.RefID == "" {
+				t.Errorf("annotation %s: target without a refId", a.Name)
+			}
+		}
+	}
+	if annotations == 0 {
+		t.Errorf("no Prometheus annotation with a target query")
 	}
 }
 
@@ -289,6 +320,10 @@ func checkQuery(t *testing.T, q query, expr string, metrics map[string]metricInf
 	}
 	var problems []string
 	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		if agg, ok := n.(*parser.AggregateExpr); ok {
+			problems = append(problems, unknownGrouping(agg, metrics)...)
+			return nil
+		}
 		vs, ok := n.(*parser.VectorSelector)
 		if !ok {
 			return nil
@@ -310,4 +345,34 @@ func checkQuery(t *testing.T, q query, expr string, metrics map[string]metricInf
 	for _, p := range problems {
 		t.Errorf("%s %s: %s", q.panel, q.refID, p)
 	}
+}
+
+// unknownGrouping lists the by-labels of agg that none of the metrics it
+// aggregates carries (a renamed label left behind in a query).
+func unknownGrouping(agg *parser.AggregateExpr, metrics map[string]metricInfo) []string {
+	if agg.Without {
+		return nil
+	}
+	have := map[string]bool{}
+	plain := true // only selectors under agg: no label_replace or vector() that could add labels
+	parser.Inspect(agg.Expr, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			for l := range metrics[n.Name].labels {
+				have[l] = true
+			}
+		case *parser.Call:
+			if n.Func.Name == "label_replace" || n.Func.Name == "label_join" || n.Func.Name == "vector" {
+				plain = false
+			}
+		}
+		return nil
+	})
+	var out []string
+	for _, l := range agg.Grouping {
+		if plain && !have[l] && !scrapeLabels[l] {
+			out = append(out, fmt.Sprintf("%s groups by %q, a label none of its metrics has", agg.Op, l))
+		}
+	}
+	return out
 }

@@ -44,19 +44,23 @@ type helmCase struct {
 	name      string
 	release   string
 	namespace string
-	values    string // file under testdata
+	values    string // file under the chart's ci/ (chart-testing's layout)
 }
 
 // helmCases are the chart renderings every test checks.
 var helmCases = []helmCase{
-	{name: "example", release: "gatetuner", namespace: "gatetuner", values: "values-example.yaml"},
-	{name: "multi", release: "tuner", namespace: "platform", values: "values-multi.yaml"},
-	{name: "off", release: "gatetuner", namespace: "gatetuner", values: "values-off.yaml"},
+	{name: "example", release: "gatetuner", namespace: "gatetuner", values: "example-values.yaml"},
+	{name: "multi", release: "tuner", namespace: "platform", values: "multi-values.yaml"},
+	{name: "off", release: "gatetuner", namespace: "gatetuner", values: "off-values.yaml"},
+	{name: "openshift", release: "gatetuner", namespace: "gatetuner", values: "openshift-values.yaml"},
 }
+
+// chartCIDir holds the chart's test values, one file per helmCase.
+const chartCIDir = chartDir + "/ci"
 
 func (c helmCase) valuesMap(t testing.TB) map[string]any {
 	t.Helper()
-	v, err := chartutil.ReadValuesFile(filepath.Join("testdata", c.values))
+	v, err := chartutil.ReadValuesFile(filepath.Join(chartCIDir, c.values))
 	if err != nil {
 		t.Fatalf("read %s: %v", c.values, err)
 	}

@@ -15,7 +15,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -39,24 +42,31 @@ type install struct {
 	monitored bool // ServiceMonitor and PrometheusRule rendered
 	replicas  int32
 	election  bool
+	uid       *int64   // the pod's runAsUser (nil: the platform assigns it)
+	extraArgs []string // after run --config …
+	pdb       bool     // a PodDisruptionBudget rendered
 }
 
 func installs(t *testing.T) []install {
 	t.Helper()
+	uid := int64(65532)
 	out := []install{
 		{name: "kustomize", objs: kustomizeObjects(t, kustomizeBase), namespace: "gatetuner", fullname: "gatetuner",
-			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true},
+			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true},
 		{name: "kustomize-overlay", objs: kustomizeObjects(t, kustomizeOverlay), namespace: "gatetuner", fullname: "gatetuner",
-			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true},
+			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true},
 	}
 	for _, c := range helmCases {
 		in := install{name: "helm-" + c.name, objs: c.objects(t), namespace: c.namespace, fullname: "gatetuner",
-			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true}
+			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true}
 		switch c.name {
 		case "multi":
 			in.fullname, in.sa, in.replicas = "tuner-gatetuner", "tuner-gatetuner", 3
+			in.extraArgs = []string{"--log-format", "json"}
 		case "off":
-			in.sa, in.saCreated, in.monitored, in.replicas, in.election = "platform-robot", false, false, 1, false
+			in.sa, in.saCreated, in.monitored, in.replicas, in.election, in.pdb = "platform-robot", false, false, 1, false, false
+		case "openshift":
+			in.uid = nil
 		}
 		out = append(out, in)
 	}
@@ -101,9 +111,11 @@ func TestDeploymentRunsTheDaemonSafely(t *testing.T) {
 				t.Errorf("ServiceAccount %s rendered: %v, want %v", in.sa, sa != nil, in.saCreated)
 			}
 			if psc := pod.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
-				psc.RunAsUser == nil || *psc.RunAsUser != 65532 || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-				t.Errorf("pod securityContext %+v: want runAsNonRoot, runAsUser 65532, seccomp RuntimeDefault", psc)
+				!reflect.DeepEqual(psc.RunAsUser, in.uid) || !reflect.DeepEqual(psc.RunAsGroup, in.uid) ||
+				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v: want runAsNonRoot, runAsUser and runAsGroup %v, seccomp RuntimeDefault", psc, in.uid)
 			}
+			checkPDB(t, in, dep)
 			if !labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).Matches(labels.Set(dep.Spec.Template.Labels)) {
 				t.Errorf("selector %v does not select the pod labels %v", dep.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
 			}
@@ -115,7 +127,7 @@ func TestDeploymentRunsTheDaemonSafely(t *testing.T) {
 				!strings.Contains(c.Image, "@sha256:") && strings.LastIndex(c.Image, ":") < at {
 				t.Errorf("image %q: want a registry path with a pinned tag or digest", c.Image)
 			}
-			if want := []string{"run", "--config", "/etc/gatetuner/config.yaml"}; !slices.Equal(c.Args, want) {
+			if want := append([]string{"run", "--config", "/etc/gatetuner/config.yaml"}, in.extraArgs...); !slices.Equal(c.Args, want) {
 				t.Errorf("args %q, want %q", c.Args, want)
 			}
 			sc := c.SecurityContext
@@ -125,7 +137,7 @@ func TestDeploymentRunsTheDaemonSafely(t *testing.T) {
 				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 				t.Errorf("container securityContext %+v: want read-only root, no privilege escalation, non-root, drop ALL", sc)
 			}
-			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 				if _, ok := c.Resources.Requests[r]; !ok {
 					t.Errorf("no %s request", r)
 				}
@@ -192,9 +204,60 @@ func TestDeploymentRunsTheDaemonSafely(t *testing.T) {
 					t.Errorf("tmp volume %+v: want an emptyDir mounted at /tmp", v)
 				}
 			}
+			// A file target's EPP config must exist in the pod: under a mounted volume.
+			for _, tg := range cfg.Targets {
+				if tg.File == "" {
+					continue
+				}
+				var under string
+				for p := range mounts {
+					if strings.HasPrefix(tg.File, strings.TrimSuffix(p, "/")+"/") {
+						under = p
+					}
+				}
+				if under == "" || under == "/tmp" {
+					t.Errorf("target %s: file %s is under no mounted volume (extraVolumes/extraVolumeMounts)", tg.Name, tg.File)
+				}
+			}
 
 			checkService(t, in, dep)
 		})
+	}
+}
+
+// checkPDB: one PodDisruptionBudget selecting the Deployment's pods keeps
+// one of the leader/standby pair up, where there are replicas to spare.
+func checkPDB(t *testing.T, in install, dep *appsv1.Deployment) {
+	t.Helper()
+	pdbs := ofKind(in.objs, "PodDisruptionBudget")
+	if !in.pdb {
+		if len(pdbs) != 0 {
+			t.Errorf("%d PodDisruptionBudgets with %d replica(s), want none", len(pdbs), in.replicas)
+		}
+		return
+	}
+	if len(pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want 1", len(pdbs))
+	}
+	pdb := convert[policyv1.PodDisruptionBudget](t, pdbs[0])
+	if pdb.Namespace != in.namespace {
+		t.Errorf("PodDisruptionBudget in %q, want %q", pdb.Namespace, in.namespace)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget selector %v does not select the pods %v (%v)", pdb.Spec.Selector, dep.Spec.Template.Labels, err)
+	}
+	var kept int32
+	switch {
+	case pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable == nil:
+		kept = int32(pdb.Spec.MinAvailable.IntValue())
+	case pdb.Spec.MaxUnavailable != nil && pdb.Spec.MinAvailable == nil:
+		kept = in.replicas - int32(pdb.Spec.MaxUnavailable.IntValue())
+	default:
+		t.Fatalf("PodDisruptionBudget spec %+v: want exactly one of minAvailable, maxUnavailable", pdb.Spec)
+	}
+	if kept < 1 || kept >= in.replicas {
+		t.Errorf("PodDisruptionBudget keeps %d of %d replicas: want at least 1 and one to drain", kept, in.replicas)
 	}
 }
 
@@ -419,7 +482,7 @@ func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
 	return decode(t, b)
 }
 
-// TestHelmValuesReachTheObjects checks the options of values-multi.yaml land
+// TestHelmValuesReachTheObjects checks the options of multi-values.yaml land
 // where they should.
 func TestHelmValuesReachTheObjects(t *testing.T) {
 	c := helmCases[1]
@@ -445,16 +508,23 @@ func TestHelmValuesReachTheObjects(t *testing.T) {
 		{"ServiceMonitor label", one(t, objs, "ServiceMonitor").GetLabels()["release"] == "kube-prometheus-stack"},
 		{"PrometheusRule label", one(t, objs, "PrometheusRule").GetLabels()["release"] == "kube-prometheus-stack"},
 		{"dashboard namespace", find(objs, "ConfigMap", "monitoring", "tuner-gatetuner-dashboard") != nil},
+		{"extraEnv", slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" })},
+		{"extraVolumes and extraVolumeMounts", slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == "lab-epp" }) &&
+			slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "lab-epp" && m.MountPath == "/etc/epp" })},
+		{"tmpSizeLimit", slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "tmp" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.String() == "1Gi"
+		})},
+		{"NetworkPolicy from the monitoring namespace to the metrics port", networkPolicyAdmitsMetrics(t, find(objs, "NetworkPolicy", "platform", "tuner-gatetuner"), "monitoring")},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
-			t.Errorf("values-multi.yaml: %s not rendered", ch.what)
+			t.Errorf("multi-values.yaml: %s not rendered", ch.what)
 		}
 	}
 	cfg := loadConfig(t, configOf(t, install{objs: objs, namespace: "platform"}, dep))
 	if cfg.LeaderElection.Name != "gatetuner-platform" || cfg.Prometheus.Headers["x-scope-orgid"] == "" && cfg.Prometheus.Headers["X-Scope-OrgID"] == "" ||
 		len(cfg.Profiles) != 1 || cfg.Targets[0].MaxNumBatchedTokens != 1048576 || cfg.Defaults.ApplyWindow == nil {
-		t.Errorf("config from values-multi.yaml lost settings: %+v", cfg)
+		t.Errorf("config from multi-values.yaml lost settings: %+v", cfg)
 	}
 }
 
@@ -471,8 +541,14 @@ func TestHelmRefusesUnsafeValues(t *testing.T) {
 		{"targets under config", map[string]any{"targets": []any{target}, "config": map[string]any{"targets": []any{target}}}, "config.targets"},
 		{"replicas without election", map[string]any{"targets": []any{target}, "leaderElection": map[string]any{"enabled": false}}, "replicas > 1 needs leaderElection.enabled"},
 		{"configMap target without namespace", map[string]any{"targets": []any{map[string]any{"name": "a", "configMap": "a-epp"}}}, "needs its namespace"},
+		{"no image repository", map[string]any{"targets": []any{target}, "image": map[string]any{"repository": ""}}, "image.repository: set the image you built"},
+		{"PDB that blocks drains", map[string]any{"targets": []any{target}, "replicas": 1, "leaderElection": map[string]any{"enabled": false}}, "podDisruptionBudget.minAvailable 1 with replicas 1 would block every node drain"},
+		{"PDB with both bounds", map[string]any{"targets": []any{target}, "podDisruptionBudget": map[string]any{"maxUnavailable": 1}}, "set minAvailable or maxUnavailable, not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := tc.values["image"]; !ok {
+				tc.values["image"] = map[string]any{"repository": "registry.example.com/platform/gatetuner"}
+			}
 			_, err := render.Helm(chartDir, render.HelmRelease{Name: "gatetuner", Namespace: "gatetuner", Values: tc.values})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one saying %q", err, tc.want)
@@ -549,4 +625,42 @@ func TestDashboardShippedEverywhere(t *testing.T) {
 	if n := len(ofKind(helmCases[2].objects(t), "ConfigMap")); n != 1 {
 		t.Errorf("dashboard.enabled=false: %d ConfigMaps rendered, want only the config", n)
 	}
+}
+
+// TestObjectsCarryTheRecommendedLabels: every object of the kustomize base,
+// the overlay and the chart carries the app.kubernetes.io label set
+// (name, instance, version, managed-by, part-of).
+func TestObjectsCarryTheRecommendedLabels(t *testing.T) {
+	for _, in := range installs(t) {
+		t.Run(in.name, func(t *testing.T) {
+			for _, o := range in.objs {
+				l := o.GetLabels()
+				for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+					"app.kubernetes.io/managed-by", "app.kubernetes.io/part-of"} {
+					if l[k] == "" {
+						t.Errorf("%s %s/%s: no label %s (labels %v)", o.GetKind(), o.GetNamespace(), o.GetName(), k, l)
+					}
+				}
+				if want := map[bool]string{true: "kustomize", false: "Helm"}[strings.HasPrefix(in.name, "kustomize")]; l["app.kubernetes.io/managed-by"] != want {
+					t.Errorf("%s %s: managed-by %q, want %q", o.GetKind(), o.GetName(), l["app.kubernetes.io/managed-by"], want)
+				}
+			}
+		})
+	}
+}
+
+// networkPolicyAdmitsMetrics: np selects ingress only, on the metrics port,
+// from namespace ns.
+func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns string) bool {
+	t.Helper()
+	if np == nil {
+		return false
+	}
+	p := convert[networkingv1.NetworkPolicy](t, np)
+	if len(p.Spec.Ingress) != 1 || len(p.Spec.Ingress[0].Ports) != 1 || p.Spec.Ingress[0].Ports[0].Port.String() != "metrics" {
+		return false
+	}
+	from := p.Spec.Ingress[0].From
+	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns &&
+		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
 }

@@ -34,6 +34,10 @@ import (
 // daemon's series, as the ServiceMonitor would.
 const daemonNamespace = "gatetuner"
 
+// scrapeJob is the job label the tests' scrape config gives the daemon's
+// series, as the ServiceMonitor's jobLabel does.
+const scrapeJob = "gatetuner"
+
 // TestAlertRulesFire runs promtool's rule unit tests (testdata/alerts-test.yaml)
 // over the base's rules: each alert fires in its condition with the labels
 // routing needs and stays quiet otherwise. promtool also checks the full rules,
@@ -166,7 +170,7 @@ func checkVariables(ctx context.Context, t *testing.T, prom *promharness.Server,
 		inner = strings.TrimSuffix(inner, ")")
 		i := strings.LastIndex(inner, ",")
 		metric, label := strings.TrimSpace(inner[:i]), strings.TrimSpace(inner[i+1:])
-		metric, err := substitute(metric, map[string]string{"namespace": ".*"})
+		metric, err := substitute(metric, map[string]string{"namespace": ".*", "job": ".*"})
 		if err != nil {
 			t.Error(err)
 			continue
@@ -238,7 +242,7 @@ func checkDashboardAndAlerts(ctx context.Context, t *testing.T, prom *promharnes
 	if n := perPanel["alert GatetunerDown"]; n != 0 {
 		t.Errorf("GatetunerDown's expression returns %d series while the daemon is scraped: its up{} selector misses the scrape labels", n)
 	}
-	checkVariables(ctx, t, prom, d, map[string]string{"namespace": daemonNamespace, "target": target})
+	checkVariables(ctx, t, prom, d, map[string]string{"namespace": daemonNamespace, "job": scrapeJob, "target": target})
 }
 
 // waitScrapes waits until Prometheus holds at least n samples of series.
@@ -283,7 +287,7 @@ func fillMetrics(m *exporter.Metrics, tg string) {
 	m.DataAge.WithLabelValues(tg, "drain-rate").Set(95)
 	m.DataAge.WithLabelValues(tg, "in-flight").Set(12)
 	for _, q := range []string{"p50", "p90", "p99"} {
-		m.GateInputPenalty.WithLabelValues(tg, q).Set(map[string]float64{"p50": 120, "p90": 900, "p99": 4100}[q])
+		m.GateInputPenalty.WithLabelValues(tg, q).Set(map[string]float64{"p50": 0.12, "p90": 0.9, "p99": 4.1}[q])
 		m.GateInputGap.WithLabelValues(tg, q).Set(map[string]float64{"p50": -3000, "p90": 2500, "p99": 40000}[q])
 	}
 	m.DecisionSource.WithLabelValues(tg, "prometheus-model").Set(1)
@@ -352,7 +356,7 @@ func TestDashboardQueriesAgainstExporter(t *testing.T) {
 
 	start := time.Now()
 	prom := promharness.Start(t, promharness.Options{ScrapeInterval: time.Second, Targets: []promharness.Target{{
-		Job: "gatetuner", Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Labels: map[string]string{"namespace": daemonNamespace},
+		Job: scrapeJob, Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Labels: map[string]string{"namespace": daemonNamespace},
 	}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -408,7 +412,7 @@ func TestDashboardAndAlertsAgainstDemoDaemon(t *testing.T) {
 
 	start := time.Now()
 	prom := promharness.Start(t, promharness.Options{ScrapeInterval: time.Second, Targets: []promharness.Target{{
-		Job: "gatetuner", Addrs: []string{addr}, Labels: map[string]string{"namespace": daemonNamespace},
+		Job: scrapeJob, Addrs: []string{addr}, Labels: map[string]string{"namespace": daemonNamespace},
 	}}})
 	demo := startDemo(t, bin, addr)
 	ctx := t.Context()
@@ -464,6 +468,58 @@ func TestDashboardAndAlertsAgainstDemoDaemon(t *testing.T) {
 	}
 	t.Logf("demo target %q; checking every panel and alert query", tg)
 	checkDashboardAndAlerts(ctx, t, prom, tg, start, false)
+	checkExposition(ctx, t, "http://"+addr+"/metrics")
+}
+
+// checkExposition runs `promtool check metrics` on what the daemon serves at
+// url, and checks the distribution gauges' statistic values are the documented ones.
+func checkExposition(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	bins, err := promharness.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bins.Promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the daemon's /metrics: %v\n%s", err, out)
+	}
+	stats := map[string]bool{"p50": true, "p90": true, "p99": true, "mean": true}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "gatetuner_") {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, exporter.StatisticLabel+`="`)
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		if !stats[v] {
+			t.Errorf("daemon /metrics: %s value %q is not one docs/metrics.md lists: %s", exporter.StatisticLabel, v, line)
+		}
+		seen++
+	}
+	if seen == 0 {
+		t.Errorf("daemon /metrics has no series with a %s label (prompt and cached tokens, gate input):\n%s", exporter.StatisticLabel, body)
+	}
 }
 
 // firstTarget returns the alphabetically first target label the daemon exports.

@@ -5,6 +5,7 @@ package exporter
 
 import (
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,11 @@ const (
 	SettingsCurrent     = "current"
 	SettingsRecommended = "recommended"
 )
+
+// StatisticLabel names the label of the gauges that carry a distribution's
+// statistics (p50, p90, p99, mean). It is not "quantile": Prometheus reserves
+// that label for summaries (promlint, promtool check metrics).
+const StatisticLabel = "statistic"
 
 // Metrics are gatetuner's metrics, registered on one registry.
 type Metrics struct {
@@ -30,8 +36,8 @@ type Metrics struct {
 	EstimateConfidence *prometheus.GaugeVec // {target}
 	EstimateConclusive *prometheus.GaugeVec // {target}
 	EstimateReason     *prometheus.GaugeVec // {target, reason}
-	PromptTokens       *prometheus.GaugeVec // {target, quantile}
-	CachedTokens       *prometheus.GaugeVec // {target, quantile}
+	PromptTokens       *prometheus.GaugeVec // {target, statistic}
+	CachedTokens       *prometheus.GaugeVec // {target, statistic}
 	RequestRate        *prometheus.GaugeVec // {target}
 	DataAge            *prometheus.GaugeVec // {target, source}
 
@@ -42,8 +48,8 @@ type Metrics struct {
 	ShadowExcessSec   *prometheus.CounterVec // {target, settings}
 	WronglyHeldRatio  *prometheus.GaugeVec   // {target, settings}
 	ForfeitedRatio    *prometheus.GaugeVec   // {target, settings}
-	GateInputPenalty  *prometheus.GaugeVec   // {target, quantile}
-	GateInputGap      *prometheus.GaugeVec   // {target, quantile}
+	GateInputPenalty  *prometheus.GaugeVec   // {target, statistic}; seconds
+	GateInputGap      *prometheus.GaugeVec   // {target, statistic}
 	DecisionSource    *prometheus.GaugeVec   // {target, source}
 	ShadowWindowStart *prometheus.GaugeVec   // {target}
 	RestartCost       *prometheus.GaugeVec   // {target}
@@ -94,8 +100,8 @@ func New(version, commit string) *Metrics {
 	m.EstimateConfidence = g("estimate_confidence", "Confidence in [0,1] of the drain-rate estimate (docs/estimator.md).", "target")
 	m.EstimateConclusive = g("estimate_conclusive", "1 when the target's estimate is conclusive, 0 when Inconclusive.", "target")
 	m.EstimateReason = g("estimate_inconclusive", "1 for each reason the target's estimate is Inconclusive.", "target", "reason")
-	m.PromptTokens = g("prompt_tokens", "Prompt-length quantiles estimated from vLLM histograms (quantile p50, p90, p99, mean).", "target", "quantile")
-	m.CachedTokens = g("cached_tokens", "Cached-prefix quantiles estimated from histograms (quantile p50, p90, p99, mean).", "target", "quantile")
+	m.PromptTokens = g("prompt_tokens", "Prompt-length statistics estimated from vLLM histograms (statistic p50, p90, p99, mean).", "target", StatisticLabel)
+	m.CachedTokens = g("cached_tokens", "Cached-prefix statistics estimated from histograms (statistic p50, p90, p99, mean).", "target", StatisticLabel)
 	m.RequestRate = g("request_rate", "Requests per second over the lookback.", "target")
 	m.DataAge = g("data_age_seconds", "Age of the newest sample the last cycle used, per data source.", "target", "source")
 
@@ -105,8 +111,8 @@ func New(version, commit string) *Metrics {
 	m.ShadowExcessSec = c("shadow_excess_cost_seconds_total", "Excess cost in seconds of prefill at the drain-rate estimate.", "target", "settings")
 	m.WronglyHeldRatio = g("shadow_wrongly_held_ratio", "held_wrong / decisions with a known verdict, last shadow window.", "target", "settings")
 	m.ForfeitedRatio = g("shadow_forfeited_ratio", "released_wrong / decisions with a known verdict, last shadow window.", "target", "settings")
-	m.GateInputPenalty = g("gate_input_penalty_ms", "Quantiles of the gate input bestStickyTTFT − bestNonStickyTTFT (ms), last shadow window.", "target", "quantile")
-	m.GateInputGap = g("gate_input_gap_minus_matched_tokens", "Quantiles of gap − matched tokens over decisions with a known verdict.", "target", "quantile")
+	m.GateInputPenalty = g("gate_input_penalty_seconds", "Quantiles (statistic p50, p90, p99) of the gate input bestStickyTTFT − bestNonStickyTTFT in seconds, last shadow window.", "target", StatisticLabel)
+	m.GateInputGap = g("gate_input_gap_minus_matched_tokens", "Quantiles (statistic p50, p90, p99) of gap − matched tokens over decisions with a known verdict.", "target", StatisticLabel)
 	m.DecisionSource = g("decision_source", "1 for the decision source the last shadow used (records or prometheus-model).", "target", "source")
 	m.ShadowWindowStart = g("shadow_window_start_timestamp_seconds", "Start of the last shadow window (windows spanning an apply are discarded).", "target")
 	m.RestartCost = g("restart_cost_request_seconds", "Estimated queueing an EPP restart would cause (request-seconds; absent when not priced): the restart-cost guard's cost side.", "target")
@@ -132,17 +138,24 @@ func New(version, commit string) *Metrics {
 	m.QueryDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gatetuner_query_duration_seconds", Help: "Prometheus query latency.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 9)}, []string{"querier"})
 	reg.MustRegister(m.QueryDuration)
-	m.QueryErrors = c("query_errors_total", "Prometheus query errors by kind (unavailable, timeout, bad_query, other).", "querier", "kind")
+	m.QueryErrors = c("query_errors_total", "Prometheus query errors by kind (unavailable, timeout, canceled, bad-query, rejected, bad-response).", "querier", "kind")
 
 	info := g("build_info", "Build information; value 1.", "version", "commit", "goversion")
 	info.WithLabelValues(version, commit, runtime.Version()).Set(1)
 	return m
 }
 
-// ObserveQuery records one query's latency and, when err is non-nil, its kind.
+// ObserveQuery records one query's latency and, when errKind is not empty,
+// an error of that kind (a prom.Kind's name; label value QueryErrorKind(errKind)).
 func (m *Metrics) ObserveQuery(querier string, d time.Duration, errKind string) {
 	m.QueryDuration.WithLabelValues(querier).Observe(d.Seconds())
 	if errKind != "" {
-		m.QueryErrors.WithLabelValues(querier, errKind).Inc()
+		m.QueryErrors.WithLabelValues(querier, QueryErrorKind(errKind)).Inc()
 	}
+}
+
+// QueryErrorKind is the kind label value of a query error kind's name: words
+// joined by "-" ("bad query" → "bad-query"), as the estimator's reason codes spell them.
+func QueryErrorKind(name string) string {
+	return strings.Join(strings.Fields(name), "-")
 }

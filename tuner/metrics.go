@@ -68,7 +68,7 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 	if rep.shadowCur != nil {
 		t.recordShadow(tg, exporter.SettingsCurrent, rep.shadowCur, rep.shadowScale, rep.Recommendation, true)
 		t.recordShadow(tg, exporter.SettingsRecommended, rep.shadowRec, rep.shadowScale, rep.Recommendation, false)
-		for q, v := range map[string]*float64{"p50": rep.gateInput.PenaltyMs.P50, "p90": rep.gateInput.PenaltyMs.P90, "p99": rep.gateInput.PenaltyMs.P99} {
+		for q, v := range map[string]*float64{"p50": msToSeconds(rep.gateInput.PenaltyMs.P50), "p90": msToSeconds(rep.gateInput.PenaltyMs.P90), "p99": msToSeconds(rep.gateInput.PenaltyMs.P99)} {
 			setOrDelete(m.GateInputPenalty.WithLabelValues(tg, q), v, func() { m.GateInputPenalty.DeleteLabelValues(tg, q) })
 		}
 		for q, v := range map[string]*float64{"p50": rep.gateInput.GapMinusMatchedTokens.P50, "p90": rep.gateInput.GapMinusMatchedTokens.P90, "p99": rep.gateInput.GapMinusMatchedTokens.P99} {
@@ -182,4 +182,13 @@ func boolf(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// msToSeconds converts a millisecond value for a _seconds gauge (nil stays nil).
+func msToSeconds(ms *float64) *float64 {
+	if ms == nil {
+		return nil
+	}
+	s := *ms / 1000
+	return &s
 }

@@ -40,11 +40,8 @@ type HelmRelease struct {
 	Values map[string]any
 }
 
-// Helm renders chartDir like `helm template NAME chartDir -n NAMESPACE -f
-// values`: values coalesced with the chart's defaults and checked against
-// values.schema.json when there is one; NOTES.txt and empty documents are
-// dropped; documents come out ordered by template path.
-func Helm(chartDir string, rel HelmRelease) ([]byte, error) {
+// renderFiles renders every template of chartDir for rel, keyed by path.
+func renderFiles(chartDir string, rel HelmRelease) (map[string]string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", chartDir, err)
@@ -61,6 +58,32 @@ func Helm(chartDir string, rel HelmRelease) ([]byte, error) {
 	files, err := engine.Render(chrt, vals)
 	if err != nil {
 		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
+	}
+	return files, nil
+}
+
+// HelmNotes renders the chart's NOTES.txt for rel, as `helm install` prints it.
+func HelmNotes(chartDir string, rel HelmRelease) (string, error) {
+	files, err := renderFiles(chartDir, rel)
+	if err != nil {
+		return "", err
+	}
+	for name, body := range files {
+		if path.Base(name) == "NOTES.txt" {
+			return body, nil
+		}
+	}
+	return "", fmt.Errorf("chart %s has no NOTES.txt", chartDir)
+}
+
+// Helm renders chartDir like `helm template NAME chartDir -n NAMESPACE -f
+// values`: values coalesced with the chart's defaults and checked against
+// values.schema.json when there is one; NOTES.txt and empty documents are
+// dropped; documents come out ordered by template path.
+func Helm(chartDir string, rel HelmRelease) ([]byte, error) {
+	files, err := renderFiles(chartDir, rel)
+	if err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {

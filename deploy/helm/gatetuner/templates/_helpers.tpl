@@ -26,6 +26,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "gatetuner.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gatetuner
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
@@ -38,6 +39,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "gatetuner.image" -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository: set the image you built from deploy/Dockerfile and pushed (no public image is published), e.g. --set image.repository=registry.example.com/platform/gatetuner" -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
