@@ -25,6 +25,8 @@ type Truth struct {
 	Phases                []PhaseTruth   `json:"phases"`
 	// Windows lists every saturated window of every pod, in time then pod order.
 	Windows []Window `json:"windows"`
+	// Trace is the trace class's truth (scenarios with a trace only).
+	Trace *TraceTruth `json:"trace,omitempty"`
 }
 
 // SaturationRule defines a saturated window. Windows are the consecutive
@@ -412,6 +414,7 @@ func (s *sim) truth() *Truth {
 		Saturation: SaturationRule{WindowSeconds: float64(s.windowSamples()) * float64(s.scrapeNs) / 1e9,
 			MaxKVUsage: kvMax, BelowMaxNumSeqs: !s.opt.IgnoreMaxNumSeqs},
 		Windows: s.windows(),
+		Trace:   s.wl.traceTruth(),
 	}
 	if t.Windows == nil {
 		t.Windows = []Window{}
