@@ -380,16 +380,11 @@ phases: [{name: a, duration: 1m}]
 }
 
 // traceSweep logs a per-phase table of the default and the best static bar
-// (by TTFT p90) over every phase of a trace scenario, each phase run alone
-// after the 10-minute warm-up.
-func traceSweep(t *testing.T, name string) []*phaseSweep {
+// (by TTFT p90) over the named phases of a trace scenario, each phase run
+// alone after the 10-minute warm-up.
+func traceSweep(t *testing.T, name string, phases ...string) []*phaseSweep {
 	t.Helper()
-	sc := mustLoad(t, name)
-	var phases []string
-	for _, p := range sc.Phases {
-		phases = append(phases, p.Name)
-	}
-	out := sweepPhases(t, sc, 1, phases...)
+	out := sweepPhases(t, mustLoad(t, name), 1, phases...)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: | phase | req/s | prompt p50 | default TTFT p50 / p90 | default wrongly held | best bar | best TTFT p50 / p90 | best wrongly held |\n", name)
 	for _, ps := range out {
@@ -409,38 +404,35 @@ func pctOrNA(p *float64) string {
 	return fmt.Sprintf("%.1f %%", 100**p)
 }
 
-// On trace-drift the best static bar moves through the day: the bar that
-// is best on the trace alone (night) is not the one that is best once the
-// long-context agents dominate (late), and the best bar beats the EPP
-// default in every phase.
-func TestTraceDriftMovesTheBestBar(t *testing.T) {
+// On Mooncake's trace, alone near saturation or under the growing agent
+// class, releasing a sticky request never pays: in the first and the last
+// phase the best static bar by TTFT p90 is one that releases (almost)
+// nothing (>= 100k tokens), no worse than the EPP default, and the tightest
+// bar is far worse — although the per-decision verdicts call 10-50 % of
+// the default's holds wrong (a release costs the cache hit, whose prefill
+// work then delays everyone; docs/traces.md).
+func TestTraceReleasingDoesNotPay(t *testing.T) {
 	if testing.Short() {
-		t.Skip("sweeps a 2-hour scenario; skipped under -short")
+		t.Skip("sweeps two trace scenarios; skipped under -short")
 	}
-	sweeps := traceSweep(t, "trace-drift")
-	first, _ := sweeps[0].best()
-	last, _ := sweeps[len(sweeps)-1].best()
-	if r := math.Max(first, last) / math.Min(first, last); r < 2 {
-		t.Errorf("best bar %.0f at %s, %.0f at %s: the drift does not move it (ratio %.1f, want >= 2)", first, sweeps[0].phase, last, sweeps[len(sweeps)-1].phase, r)
-	}
-	for _, ps := range sweeps {
-		if _, best := ps.best(); best.TTFT.P90 > ps.def().TTFT.P90 {
-			t.Errorf("%s: the best bar's TTFT p90 %.2f s is worse than the default's %.2f s", ps.phase, best.TTFT.P90, ps.def().TTFT.P90)
-		}
-	}
-}
-
-// On trace-saturation the default bar holds too much: a tighter static bar
-// beats it on TTFT p90 in every quarter.
-func TestTraceSaturationDefaultIsBeaten(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sweeps a 1-hour scenario; skipped under -short")
-	}
-	def := DefaultSettings()
-	for _, ps := range traceSweep(t, "trace-saturation") {
-		bar, best := ps.best()
-		if bar >= def.BarTokens() || best.TTFT.P90 >= 0.9*ps.def().TTFT.P90 {
-			t.Errorf("%s: best bar %.0f (TTFT p90 %.2f s) vs the default's %.2f s: want a tighter bar at least 10 %% better", ps.phase, bar, best.TTFT.P90, ps.def().TTFT.P90)
-		}
+	for _, tc := range []struct{ scenario, first, last string }{
+		{"trace-saturation", "q1", "q4"},
+		{"trace-drift", "night", "late"},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			for _, ps := range traceSweep(t, tc.scenario, tc.first, tc.last) {
+				bar, best := ps.best()
+				def, tight := ps.def(), ps.at(0)
+				if bar < 1e5 || best.TTFT.P90 > def.TTFT.P90*1.001 {
+					t.Errorf("%s: best bar %.0f (TTFT p90 %.2f s) vs the default's %.2f s: want a bar >= 100k no worse than the default", ps.phase, bar, best.TTFT.P90, def.TTFT.P90)
+				}
+				if tight.TTFT.P90 < 1.25*def.TTFT.P90 {
+					t.Errorf("%s: the %0.f-token bar's TTFT p90 %.2f s is within 25 %% of the default's %.2f s: releasing no longer hurts", ps.phase, sweepBars[0], tight.TTFT.P90, def.TTFT.P90)
+				}
+				if def.WronglyHeldRate == nil || *def.WronglyHeldRate < 0.1 {
+					t.Errorf("%s: the default's wrongly-held rate %s; the verdicts no longer disagree with the outcome", ps.phase, pctOrNA(def.WronglyHeldRate))
+				}
+			}
+		})
 	}
 }
