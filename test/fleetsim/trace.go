@@ -190,7 +190,19 @@ type traceSummary struct {
 	lines  []LineError
 }
 
+// traceSummaryOnce shares the pre-pass between a scenario's clones (a
+// sweep's runs), per window: a clone whose window was edited gets its own.
 type traceSummaryOnce struct {
+	mu   sync.Mutex
+	sums map[traceWindowKey]*traceSummaryEntry
+}
+
+type traceWindowKey struct {
+	start, window time.Duration
+	strict        bool
+}
+
+type traceSummaryEntry struct {
 	once sync.Once
 	sum  traceSummary
 	err  error
@@ -202,8 +214,19 @@ func (t *TraceSpec) summarize() (*traceSummary, error) {
 		t.summary = &traceSummaryOnce{}
 	}
 	s := t.summary
-	s.once.Do(func() { s.err = t.prepass(&s.sum) })
-	return &s.sum, s.err
+	key := traceWindowKey{t.Start, t.Window, t.Strict}
+	s.mu.Lock()
+	if s.sums == nil {
+		s.sums = map[traceWindowKey]*traceSummaryEntry{}
+	}
+	e := s.sums[key]
+	if e == nil {
+		e = &traceSummaryEntry{}
+		s.sums[key] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() { e.err = t.prepass(&e.sum) })
+	return &e.sum, e.err
 }
 
 func (t *TraceSpec) prepass(sum *traceSummary) error {
