@@ -39,6 +39,7 @@ type demoOpts struct {
 	cycleEvery, restartAfter        time.Duration
 	keepServing                     time.Duration
 	verbose                         bool
+	trace                           traceFlags
 }
 
 // pluginName is what --plugin accepts: a name that is a plain YAML scalar.
@@ -77,11 +78,12 @@ minute), so the guards' clocks are scaled to the compressed day.`,
 	f.DurationVar(&o.keepServing, "keep-serving", 0, "keep serving /metrics this long after the summary (for a scraper)")
 	f.StringVar(&o.dir, "dir", "", "work folder (default: a temporary folder, removed at the end)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the daemon's own lines")
+	o.trace.register(f)
 	return cmd
 }
 
 func runDemo(ctx context.Context, a *app, o *demoOpts) error {
-	sc, err := loadScenario(o.scenario)
+	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return asUsage(err)
 	}

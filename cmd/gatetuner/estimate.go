@@ -35,6 +35,7 @@ type estimateOpts struct {
 	queryTimeout, timeout                                  time.Duration
 	output, at                                             string
 	scenario                                               string
+	trace                                                  traceFlags
 	seed                                                   uint64
 	legacyVLLM                                             bool
 	exporters                                              string
@@ -91,6 +92,7 @@ filling the embedded Prometheus, 2 a usage or configuration error.`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.at, "at", "", "evaluation time, RFC 3339 (default: now; with --scenario, 7 s after its end)")
 	f.StringVar(&o.scenario, "scenario", "", "embedded: fill from this fleet-simulator scenario (built-in name or YAML file)")
+	o.trace.register(f)
 	f.Uint64Var(&o.seed, "seed", 1, "embedded: simulator seed")
 	f.StringVar(&o.exporters, "exporters", "", "embedded: the scenario's export shape NAME[,key=value...] (see simulate --exporters)")
 	f.BoolVar(&o.legacyVLLM, "legacy-vllm", false, "embedded: emulate vLLM before 2026 (no by-source or cached prompt-token counters)")
@@ -127,6 +129,7 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 		return nil, usageErr("--timeout and --query-timeout must be > 0")
 	}
 	embedded := o.prometheus == "embedded"
+	o.scenario = o.trace.scenario(o.scenario)
 	sources := 0
 	if o.scenario != "" {
 		sources++
@@ -147,7 +150,7 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 	t := estimator.Target{Name: o.target, MaxNumBatchedTokens: o.maxBatched, MaxNumSeqs: o.maxSeqs}
 	ns, podRe, vsel, esel := o.namespace, o.podRegex, o.vllmSelector, o.eppSelector
 	if o.scenario != "" {
-		sc, err := loadScenario(o.scenario)
+		sc, err := o.trace.load(o.scenario)
 		if err != nil {
 			return nil, asUsage(err)
 		}

@@ -33,6 +33,7 @@ type recommendOpts struct {
 	scenario, eppConfig, plugin, profile, phase string
 	seed                                        uint64
 	logLevel, logFormat                         string
+	trace                                       traceFlags
 }
 
 func newRecommendCmd(a *app) *cobra.Command {
@@ -67,10 +68,14 @@ recommends for the EPP config given with --epp-config, as if it ran that fleet.`
 	f.StringVar(&o.phase, "phase", "", "with --scenario: simulate up to this phase (default: all)")
 	f.Uint64Var(&o.seed, "seed", 1, "with --scenario: simulator seed")
 	addLogFlags(f, &o.logLevel, &o.logFormat)
+	o.trace.register(f)
 	return cmd
 }
 
 func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
+	if o.config == "" {
+		o.scenario = o.trace.scenario(o.scenario)
+	}
 	switch {
 	case o.output != "text" && o.output != "json" && o.output != "patch":
 		return usageErr("--output must be text, json or patch, got %q", o.output)
@@ -126,7 +131,7 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 // simulatedWorld runs the scenario into an embedded Prometheus and returns a
 // config with one file target (mode off) over the given EPP config.
 func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*config.Config, daemon.Deps, func(), error) {
-	sc, err := loadScenario(o.scenario)
+	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
 	}

@@ -33,6 +33,7 @@ type simulateOpts struct {
 	timeScale                                         float64
 	kubeconfig, namespace, configMap, key, deployment string
 	duration                                          time.Duration
+	trace                                             traceFlags
 }
 
 func newSimulateCmd(a *app) *cobra.Command {
@@ -78,14 +79,16 @@ would).`,
 	f.StringVar(&o.configMap, "configmap", "", "with --live: the EPP ConfigMap")
 	f.StringVar(&o.key, "key", "", "with --live: the ConfigMap data key")
 	f.StringVar(&o.deployment, "deployment", "", "with --live: play this EPP Deployment's pods")
+	o.trace.register(f)
 	return cmd
 }
 
 func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
+	o.scenario = o.trace.scenario(o.scenario)
 	if o.scenario == "" {
 		return usageErr("--scenario is required (%s, or a YAML file)", strings.Join(fleetsim.ScenarioNames(), ", "))
 	}
-	sc, err := loadScenario(o.scenario)
+	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -176,6 +179,7 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 		}
 	}
 	writeTruthText(a.stdout, sc, tr)
+	writeTraceText(a.stdout, tr)
 	return nil
 }
 

@@ -405,8 +405,9 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 			return err
 		},
 		"classes": func(n *yaml.Node, _ string) error { classesNode = n; return nil },
+		"trace":   p.trace(&sc.Trace),
 		"phases":  func(n *yaml.Node, _ string) error { phasesNode = n; return nil },
-	}, "name", "pods", "classes", "phases")
+	}, "name", "pods", "phases")
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +439,12 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	}
 
 	// Classes.
-	if classesNode.Kind != yaml.SequenceNode || len(classesNode.Content) == 0 {
+	if classesNode == nil && sc.Trace == nil {
+		return nil, p.errf(root, "classes", "is required (or a trace)")
+	}
+	if classesNode == nil {
+		classesNode = &yaml.Node{Kind: yaml.SequenceNode}
+	} else if classesNode.Kind != yaml.SequenceNode || len(classesNode.Content) == 0 {
 		return nil, p.errf(classesNode, "classes", "must be a non-empty list, got %s", kindName(classesNode))
 	}
 	classIdx := map[string]int{}

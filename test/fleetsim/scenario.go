@@ -43,6 +43,9 @@ type Scenario struct {
 
 	// Exporters is the export shape (nil: DefaultExportShape).
 	Exporters *ExportShape
+	// Trace, when set, replays a request trace beside the session classes
+	// (which may then be empty).
+	Trace *TraceSpec
 }
 
 // PodsSpec is the set of identical vLLM pods.
@@ -255,6 +258,9 @@ func (sc *Scenario) Clone() *Scenario {
 		}
 		c.Classes[i] = cl
 	}
+	if sc.Trace != nil {
+		c.Trace = sc.Trace.clone()
+	}
 	c.Phases = make([]Phase, len(sc.Phases))
 	for i, p := range sc.Phases {
 		p.Mix = append([]float64(nil), p.Mix...)
@@ -270,6 +276,9 @@ func (sc *Scenario) Clone() *Scenario {
 func (sc *Scenario) Compressed(factor float64) (*Scenario, error) {
 	if !(factor > 0) || math.IsInf(factor, 0) {
 		return nil, fmt.Errorf("compress scenario %s: factor must be > 0, got %v", sc.Name, factor)
+	}
+	if sc.Trace != nil {
+		return nil, fmt.Errorf("compress scenario %s: scenarios with a trace cannot be compressed (set the trace's scale instead)", sc.Name)
 	}
 	c := sc.Clone()
 	for i := range c.Phases {
@@ -313,8 +322,13 @@ func (sc *Scenario) Validate() error {
 	if pi.MaxPrefixBlocksToMatch < 0 {
 		return fail("epp.prefixIndex.maxPrefixBlocksToMatch", "must be >= 0, got %d", pi.MaxPrefixBlocksToMatch)
 	}
-	if len(sc.Classes) == 0 {
-		return fail("classes", "at least one session class is required")
+	if len(sc.Classes) == 0 && sc.Trace == nil {
+		return fail("classes", "at least one session class (or a trace) is required")
+	}
+	if sc.Trace != nil {
+		if err := sc.Trace.validate(sc); err != nil {
+			return fail("trace", "%v", err)
+		}
 	}
 	seen := map[string]bool{}
 	for i := range sc.Classes {
@@ -390,6 +404,9 @@ func (sc *Scenario) Validate() error {
 				return fail(f("mix"), "weights must be finite and >= 0")
 			}
 			sum += w
+		}
+		if p.RequestRate > 0 && len(sc.Classes) == 0 {
+			return fail(f("requestRate"), "must be 0 without session classes (the trace has its own rate), got %v", p.RequestRate)
 		}
 		if p.RequestRate > 0 && sum <= 0 {
 			return fail(f("mix"), "needs a positive weight when requestRate > 0")
@@ -491,7 +508,11 @@ func LoadScenario(name string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("built-in scenario %q not found (have: %s)", name, strings.Join(ScenarioNames(), ", "))
 	}
-	return ParseScenario(file, data)
+	sc, err := ParseScenario(file, data)
+	if err == nil && sc.Trace != nil {
+		sc.Trace.useEmbedded()
+	}
+	return sc, err
 }
 
 // LoadScenarioFile parses a scenario file.

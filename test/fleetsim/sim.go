@@ -172,7 +172,10 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	}
 	s.nextScrape = s.measStart
 
-	s.wl = newWorkload(sc, opt.Seed, &s.tree, live)
+	if s.wl, err = newWorkload(sc, opt.Seed, &s.tree, live); err != nil {
+		return nil, fmt.Errorf("run %s: %w", sc.Name, err)
+	}
+	s.wl.measure(s.measStart, s.runEnd)
 	for s.wl.peek() < s.runStart {
 		s.wl.next()
 	}
@@ -388,6 +391,9 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Truth, error) {
 		maxDrain = DefaultMaxDrain
 	}
 	if err := s.drain(ctx, maxDrain); err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", sc.Name, err)
+	}
+	if err := s.wl.err(); err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", sc.Name, err)
 	}
 	if s.om != nil {

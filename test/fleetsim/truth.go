@@ -27,6 +27,8 @@ type Truth struct {
 	Windows []Window `json:"windows"`
 	// Exporters is what the run exported and what Prometheus can see of it.
 	Exporters ExportersTruth `json:"exporters"`
+	// Trace is the trace class's truth (scenarios with a trace only).
+	Trace *TraceTruth `json:"trace,omitempty"`
 }
 
 // ExportersTruth is the export shape of a run and the names it joins on.
@@ -450,6 +452,7 @@ func (s *sim) truth() *Truth {
 		Saturation: SaturationRule{WindowSeconds: float64(s.windowSamples()) * float64(s.scrapeNs) / 1e9,
 			MaxKVUsage: kvMax, BelowMaxNumSeqs: !s.opt.IgnoreMaxNumSeqs},
 		Windows: s.windows(),
+		Trace:   s.wl.traceTruth(),
 	}
 	if t.Windows == nil {
 		t.Windows = []Window{}

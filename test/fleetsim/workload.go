@@ -163,9 +163,11 @@ type workload struct {
 	startPh   int   // phase of nextStart's draw
 	sessions  int64
 	maxLen    int
+
+	trace *traceSource // the trace class, when the scenario has one
 }
 
-func newWorkload(sc *Scenario, seed uint64, tree *nodeTree, live bool) *workload {
+func newWorkload(sc *Scenario, seed uint64, tree *nodeTree, live bool) (*workload, error) {
 	w := &workload{sc: sc, r: rand.New(rand.NewPCG(seed, 0x776f726b6c6f6164)), tree: tree, live: live,
 		maxLen: sc.Pods.Engine.MaxModelLen}
 	var t int64
@@ -188,7 +190,36 @@ func newWorkload(sc *Scenario, seed uint64, tree *nodeTree, live bool) *workload
 	}
 	w.nextStart = 0
 	w.drawNextStart(0, 0)
-	return w
+	if sc.Trace != nil {
+		var err error
+		if w.trace, err = newTraceSource(sc, int16(len(sc.Classes)), tree); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// measure bounds the range whose trace arrivals Truth.Trace counts.
+func (w *workload) measure(start, end int64) {
+	if w.trace != nil {
+		w.trace.measStart, w.trace.measEnd = start, end
+	}
+}
+
+// err is the trace's read error that ended its arrivals, if any.
+func (w *workload) err() error {
+	if w.trace != nil {
+		return w.trace.err
+	}
+	return nil
+}
+
+// traceTruth is the trace class's truth (nil without one).
+func (w *workload) traceTruth() *TraceTruth {
+	if w.trace == nil {
+		return nil
+	}
+	return w.trace.truth()
 }
 
 // phaseAt returns the phase index holding scenario time t (ns).
@@ -253,6 +284,14 @@ func (w *workload) drawNextStart(t int64, ph int) {
 
 // peek returns the time of the next request (math.MaxInt64 when none).
 func (w *workload) peek() int64 {
+	if w.trace != nil {
+		return min(w.trace.peek(), w.sessionPeek())
+	}
+	return w.sessionPeek()
+}
+
+// sessionPeek is peek for the session classes.
+func (w *workload) sessionPeek() int64 {
 	// A session start emits its first turn at once; pending turns keep theirs.
 	if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
 		return w.pending[0].t
@@ -262,6 +301,14 @@ func (w *workload) peek() int64 {
 
 // next produces the next request; ok is false when the workload is over.
 func (w *workload) next() (arrival, bool) {
+	if w.trace != nil && w.trace.has && w.trace.peek() < w.sessionPeek() {
+		return w.trace.pop(), true
+	}
+	return w.nextSession()
+}
+
+// nextSession is next for the session classes.
+func (w *workload) nextSession() (arrival, bool) {
 	for {
 		if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
 			pt := heap.Pop(&w.pending).(pendingTurn)
