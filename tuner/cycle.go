@@ -52,7 +52,7 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	for i, tg := range tgs {
 		starts[i] = t.now()
 		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-		reps[i], plans[i] = t.plan(ctxs[i], tg)
+		reps[i], plans[i] = t.plan(ctxs[i], tg) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 		if plans[i] != nil {
 			ready = append(ready, i)
 		}
@@ -60,7 +60,7 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	switch {
 	case len(ready) == 1 || len(ready) > 1 && joint == nil:
 		for _, i := range ready {
-			t.apply(ctxs[i], tgs[i].Sink, reps[i], plans[i])
+			t.apply(ctxs[i], tgs[i].Sink, reps[i], plans[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 		}
 	case len(ready) > 1:
 		t.applyJoint(ctx, joint, reps, plans, ready)
@@ -75,7 +75,7 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 			span.SetStatus(codes.Error, rep.Error)
 		}
 		span.End()
-		t.record(rep, t.now().Sub(starts[i]))
+		t.record(rep, t.now().Sub(starts[i])) //nolint:contextcheck // metrics and the cycle log line take no context
 	}
 	finished = true
 	return reps

@@ -250,7 +250,7 @@ func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
 	return q, nil
 }
 
-func runEstimate(ctx context.Context, a *app, o *estimateOpts) error {
+func runEstimate(ctx context.Context, a *app, o *estimateOpts) error { //nolint:contextcheck // cobra gives a nil Context() unless run through ExecuteContext: then Background
 	s, err := o.setup()
 	if err != nil {
 		return err

@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 	}
 	d.tuner = &tuner.Tuner{Clock: deps.Clock, Metrics: deps.Metrics, Tracer: deps.Tracer, Logger: deps.Logger, Seed: deps.Seed}
 	for _, ct := range cfg.Targets {
-		tg, err := d.buildTarget(ctx, ct, q)
+		tg, err := d.buildTarget(ct, q)
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
@@ -196,7 +196,7 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 	return h, nil
 }
 
-func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Querier) (*tuner.Target, error) {
+func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, error) {
 	prof, err := d.cfg.ResolveProfile(ct.Profile)
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ func replayReader(ctx context.Context, r io.Reader, target, plugin string, from,
 			return ctx.Err()
 		}
 		rec, err := rd.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
