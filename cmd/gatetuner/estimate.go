@@ -17,6 +17,8 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/daemon"
 )
 
 func init() { commands = append(commands, newEstimateCmd) }
@@ -240,10 +242,8 @@ func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
 		}
 		headers[strings.TrimSpace(k)] = v
 	}
-	q, err := prom.NewHTTP(prom.HTTPConfig{
-		Address: o.prometheus, BearerTokenFile: o.bearerTokenFile, Headers: headers, Timeout: o.queryTimeout,
-		TLS: prom.TLSConfig{CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, ServerName: o.serverName, InsecureSkipVerify: o.insecure},
-	})
+	q, err := daemon.NewHTTPQuerier(config.Prometheus{URL: o.prometheus, BearerTokenFile: o.bearerTokenFile, Headers: headers, Timeout: o.queryTimeout,
+		CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, ServerName: o.serverName, InsecureSkipVerify: o.insecure}, nil, nil)
 	if err != nil {
 		return nil, asUsage(err)
 	}

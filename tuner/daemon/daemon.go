@@ -186,14 +186,21 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 		d.closers = append(d.closers, func() { emb.Close(); os.RemoveAll(dir) })
 		return emb, nil
 	}
-	h, err := prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
-		TLS:      prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
-		Observer: observer, Logger: d.log})
+	h, err := NewHTTPQuerier(p, observer, d.log)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus: %w", err)
 	}
 	d.closers = append(d.closers, h.Close)
 	return h, nil
+}
+
+// NewHTTPQuerier is the one construction of a Prometheus HTTP API client
+// from the prometheus: section (the daemon's and the CLI's); observer and
+// logger may be nil.
+func NewHTTPQuerier(p config.Prometheus, observer prom.Observer, logger *slog.Logger) (*prom.HTTP, error) {
+	return prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
+		TLS:      prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
+		Observer: observer, Logger: logger})
 }
 
 func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, error) {
