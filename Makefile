@@ -55,9 +55,11 @@ fuzz:
 	  done; \
 	done
 
+## lint: gofmt, vet and golangci-lint (.golangci.yml), built at a pinned version into $(CACHE) (cached).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	"$$(./test/lint/build-golangci-lint.sh "$(CACHE)")" run ./...
 
 clean:
 	rm -rf bin

@@ -1,5 +1,3 @@
-// Package tuner is the daemon's brain: it joins estimates, the shadow and the
-// push path into guarded tuning cycles.
 package tuner
 
 import (

@@ -1,36 +1,35 @@
 package tuner
 
-// HoldReason names why a cycle did not write (documented in docs/holds.md).
-type HoldReason string
+import "github.com/gatetuner/gatetuner/tuner/hold"
 
-// Hold reasons, in the order the guards are checked.
+// HoldReason names why a cycle did not write (hold.Reason; docs/holds.md).
+type HoldReason = hold.Reason
+
+// Hold reasons, in the order the guards are checked (package hold).
 const (
-	HoldTargetError           HoldReason = "target-error"
-	HoldUnsupportedTTFTSource HoldReason = "unsupported-ttft-source"
-	HoldPaused                HoldReason = "paused"
-	HoldRolloutFailed         HoldReason = "rollout-failed"
-	HoldVerificationFailed    HoldReason = "verification-failed"
-	HoldPendingRestart        HoldReason = "pending-restart"
-	HoldInconclusive          HoldReason = "inconclusive-estimate"
-	HoldNoDecisions           HoldReason = "no-decisions"
-	HoldLowConfidence         HoldReason = "low-confidence"
-	HoldNoGain                HoldReason = "no-gain"
-	HoldDeadband              HoldReason = "deadband"
-	HoldRestartCost           HoldReason = "restart-cost"
-	HoldCalibrated            HoldReason = "calibrated-throughput"
-	HoldCooldown              HoldReason = "cooldown"
-	HoldBudget                HoldReason = "budget"
-	HoldOutsideWindow         HoldReason = "outside-apply-window"
-	HoldChangedExternally     HoldReason = "changed-externally"
-	HoldVerificationUnavail   HoldReason = "verification-unavailable"
+	HoldTargetError           = hold.TargetError
+	HoldUnsupportedTTFTSource = hold.UnsupportedTTFTSource
+	HoldPaused                = hold.Paused
+	HoldRolloutFailed         = hold.RolloutFailed
+	HoldVerificationFailed    = hold.VerificationFailed
+	HoldPendingRestart        = hold.PendingRestart
+	HoldRecordsUnavailable    = hold.RecordsUnavailable
+	HoldInconclusive          = hold.Inconclusive
+	HoldNoDecisions           = hold.NoDecisions
+	HoldLowConfidence         = hold.LowConfidence
+	HoldNoGain                = hold.NoGain
+	HoldDeadband              = hold.Deadband
+	HoldRestartCost           = hold.RestartCost
+	HoldCalibrated            = hold.Calibrated
+	HoldCooldown              = hold.Cooldown
+	HoldBudget                = hold.Budget
+	HoldOutsideWindow         = hold.OutsideWindow
+	HoldChangedExternally     = hold.ChangedExternally
+	HoldVerificationUnavail   = hold.VerificationUnavailable
 )
 
 // AllHoldReasons lists every reason, in check order.
-func AllHoldReasons() []HoldReason {
-	return []HoldReason{HoldTargetError, HoldUnsupportedTTFTSource, HoldPaused, HoldRolloutFailed, HoldVerificationFailed,
-		HoldPendingRestart, HoldInconclusive, HoldNoDecisions, HoldLowConfidence, HoldNoGain, HoldDeadband, HoldRestartCost,
-		HoldCalibrated, HoldCooldown, HoldBudget, HoldOutsideWindow, HoldChangedExternally, HoldVerificationUnavail}
-}
+func AllHoldReasons() []HoldReason { return hold.All() }
 
 // Result is what a cycle did.
 type Result string

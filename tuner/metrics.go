@@ -85,8 +85,8 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 
 func (t *Tuner) recordParameters(rep *Report) {
 	m, tg := t.Metrics, rep.Target
-	set := func(settings string, max, ppt float64, bar *float64, mode string) {
-		m.Parameter.WithLabelValues(tg, settings, "maxTTFTPenaltyMs").Set(max)
+	set := func(settings string, maxMs, ppt float64, bar *float64, mode string) {
+		m.Parameter.WithLabelValues(tg, settings, "maxTTFTPenaltyMs").Set(maxMs)
 		m.Parameter.WithLabelValues(tg, settings, "peakPrefillThroughput").Set(ppt)
 		if bar != nil {
 			m.Parameter.WithLabelValues(tg, settings, "barTokens").Set(*bar)

@@ -16,6 +16,8 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/daemon"
 	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
@@ -252,17 +254,15 @@ func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
 		}
 		headers[strings.TrimSpace(k)] = v
 	}
-	q, err := prom.NewHTTP(prom.HTTPConfig{
-		Address: o.prometheus, BearerTokenFile: o.bearerTokenFile, Headers: headers, Timeout: o.queryTimeout,
-		TLS: prom.TLSConfig{CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, ServerName: o.serverName, InsecureSkipVerify: o.insecure},
-	})
+	q, err := daemon.NewHTTPQuerier(config.Prometheus{URL: o.prometheus, BearerTokenFile: o.bearerTokenFile, Headers: headers, Timeout: o.queryTimeout,
+		CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, ServerName: o.serverName, InsecureSkipVerify: o.insecure}, nil, nil)
 	if err != nil {
 		return nil, asUsage(err)
 	}
 	return q, nil
 }
 
-func runEstimate(ctx context.Context, a *app, o *estimateOpts) error {
+func runEstimate(ctx context.Context, a *app, o *estimateOpts) error { //nolint:contextcheck // cobra gives a nil Context() unless run through ExecuteContext: then Background
 	s, err := o.setup()
 	if err != nil {
 		return err

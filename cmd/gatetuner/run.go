@@ -77,7 +77,7 @@ func runDaemon(ctx context.Context, a *app, o *runOpts) error {
 		return asUsage(err)
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = tr.Shutdown(sctx)
 	}()
@@ -99,7 +99,7 @@ func runDaemon(ctx context.Context, a *app, o *runOpts) error {
 	logger.Info("gatetuner running", "version", version, "address", ln.Addr().String(), "targets", len(cfg.Targets),
 		"leaderElection", cfg.LeaderElection.Enabled, "tracing", tr.Exporting)
 	runErr := d.Run(ctx)
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	logger.Info("gatetuner stopped")

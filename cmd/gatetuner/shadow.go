@@ -42,7 +42,7 @@ product of candidate settings in the same pass.
 Exit codes: 0 done (bad lines tolerated and reported), 1 a --strict stop or an I/O
 failure mid-run, 2 a usage or config error before reading.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runShadow(a, &o) },
+		RunE: func(_ *cobra.Command, _ []string) error { return runShadow(a, &o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.records, "records", "", "gate records file (JSON lines), or - for stdin")
@@ -117,7 +117,7 @@ func runShadow(a *app, o *shadowOpts) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	var in io.Reader = a.stdin
+	in := a.stdin
 	if o.records != "-" {
 		fh, err := os.Open(o.records)
 		if err != nil {

@@ -15,7 +15,7 @@ func newVersionCmd(a *app) *cobra.Command {
 		Use:   "version",
 		Short: "Print version, commit and Go version",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(_ *cobra.Command, _ []string) error {
 			v, c := version, commit
 			if v == "dev" {
 				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {

@@ -66,7 +66,7 @@ func FindBinaries() (Binaries, error) {
 	b := BinariesIn(dir)
 	for _, c := range []struct{ name, path string }{{"kube-apiserver", b.APIServer}, {"etcd", b.Etcd}} {
 		if err := checkExecutable(c.path); err != nil {
-			return Binaries{}, fmt.Errorf("%w: %s not found at %s: run `make test-components` (%v)",
+			return Binaries{}, fmt.Errorf("%w: %s not found at %s: run `make test-components` (%w)",
 				ErrComponentsMissing, c.name, c.path, err)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 // and promtool binaries; when unset they are looked up on PATH.
 const EnvDir = "GATETUNER_PROMETHEUS_DIR"
 
-// EnvNoInstall, when set to a non-empty value, stops FindOrInstall from
-// installing the Debian package.
+// EnvNoInstall names the environment variable that, set to a non-empty
+// value, stops FindOrInstall from installing the Debian package.
 const EnvNoInstall = "GATETUNER_PROMETHEUS_NO_INSTALL"
 
 // installTimeout bounds apt-get update plus apt-get install.
@@ -88,7 +88,7 @@ func executableIn(dir, name string) (string, error) {
 // Debian package "prometheus" once (serialised across processes by a file
 // lock) and looks again.
 func FindOrInstall(ctx context.Context) (Binaries, error) {
-	b, err := Find()
+	b, err := Find() //nolint:contextcheck // Find only looks up files
 	if err == nil {
 		return b, nil
 	}
@@ -108,13 +108,13 @@ func FindOrInstall(ctx context.Context) (Binaries, error) {
 	}
 	defer unlock()
 	// Another process may have installed it while we waited for the lock.
-	if b, err := Find(); err == nil {
+	if b, err := Find(); err == nil { //nolint:contextcheck // Find only looks up files
 		return b, nil
 	}
 	if ierr := aptInstall(ctx, aptGet); ierr != nil {
 		return Binaries{}, ierr
 	}
-	return Find()
+	return Find() //nolint:contextcheck // Find only looks up files
 }
 
 func aptInstall(ctx context.Context, aptGet string) error {

@@ -318,7 +318,7 @@ func (s *Server) waitReady(ctx context.Context, done <-chan struct{}) error {
 			s.mu.Lock()
 			werr := s.werr
 			s.mu.Unlock()
-			return fmt.Errorf("prometheus exited before it was ready: %v", werr)
+			return fmt.Errorf("prometheus exited before it was ready: %w", werr)
 		case <-ctx.Done():
 			return fmt.Errorf("prometheus not ready at %s/-/ready: %w", s.URL(), ctx.Err())
 		case <-tick.C:
@@ -430,7 +430,7 @@ func (s *Server) SetTargets(ctx context.Context, targets []Target) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for reloaded targets: %w (last error: %v)\nlog tail:\n%s", ctx.Err(), err, s.LogTail(20))
+			return fmt.Errorf("wait for reloaded targets: %w (last error: %w)\nlog tail:\n%s", ctx.Err(), err, s.LogTail(20))
 		case <-tick.C:
 		}
 	}
@@ -481,7 +481,7 @@ func (s *Server) LogTail(n int) string {
 	return tail(string(b), n)
 }
 
-func readTail(path string, max int64) ([]byte, error) {
+func readTail(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -491,7 +491,7 @@ func readTail(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if off := st.Size() - max; off > 0 {
+	if off := st.Size() - limit; off > 0 {
 		if _, err := f.Seek(off, io.SeekStart); err != nil {
 			return nil, err
 		}

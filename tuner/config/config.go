@@ -459,7 +459,7 @@ func (p *Policy) validate(prefix string) error {
 		return fmt.Errorf("%s: want off, configmap or rollout, got %q", key("mode"), p.Mode)
 	}
 	if _, err := ParseSchedule(p.Schedule); err != nil {
-		return fmt.Errorf("%s: %q: %v", key("schedule"), p.Schedule, err)
+		return fmt.Errorf("%s: %q: %w", key("schedule"), p.Schedule, err)
 	}
 	switch p.DecisionSource {
 	case SourceModel, SourceRecords:
@@ -489,7 +489,7 @@ func (p *Policy) validate(prefix string) error {
 	}
 	if w := p.ApplyWindow; w != nil {
 		if _, err := ParseSchedule(w.Schedule); err != nil {
-			return fmt.Errorf("%s: %q: %v", key("applyWindow.schedule"), w.Schedule, err)
+			return fmt.Errorf("%s: %q: %w", key("applyWindow.schedule"), w.Schedule, err)
 		}
 		if w.Duration <= 0 {
 			return fmt.Errorf("%s: want a positive duration", key("applyWindow.duration"))

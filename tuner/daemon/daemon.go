@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -68,6 +69,8 @@ type Daemon struct {
 	groups  []*targetGroup
 	kube    kubernetes.Interface
 	closers []func()
+	// streams are the targets' records streams, started by Run.
+	streams []*tuner.RecordsStream
 
 	mu      sync.Mutex
 	reports map[string]*tuner.Report
@@ -112,7 +115,7 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 	}
 	d.tuner = &tuner.Tuner{Clock: deps.Clock, Metrics: deps.Metrics, Tracer: deps.Tracer, Logger: deps.Logger, Seed: deps.Seed}
 	for _, ct := range cfg.Targets {
-		tg, err := d.buildTarget(ctx, ct, q)
+		tg, err := d.buildTarget(ct, q)
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
@@ -183,9 +186,7 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 		d.closers = append(d.closers, func() { emb.Close(); os.RemoveAll(dir) })
 		return emb, nil
 	}
-	h, err := prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
-		TLS:      prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
-		Observer: observer, Logger: d.log})
+	h, err := NewHTTPQuerier(p, observer, d.log)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus: %w", err)
 	}
@@ -193,7 +194,16 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 	return h, nil
 }
 
-func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Querier) (*tuner.Target, error) {
+// NewHTTPQuerier is the one construction of a Prometheus HTTP API client
+// from the prometheus: section (the daemon's and the CLI's); observer and
+// logger may be nil.
+func NewHTTPQuerier(p config.Prometheus, observer prom.Observer, logger *slog.Logger) (*prom.HTTP, error) {
+	return prom.NewHTTP(prom.HTTPConfig{Address: p.URL, BearerTokenFile: p.BearerTokenFile, Headers: p.Headers, Timeout: p.Timeout,
+		TLS:      prom.TLSConfig{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile, ServerName: p.ServerName, InsecureSkipVerify: p.InsecureSkipVerify},
+		Observer: observer, Logger: logger})
+}
+
+func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, error) {
 	prof, err := d.cfg.ResolveProfile(ct.Profile)
 	if err != nil {
 		return nil, err
@@ -236,9 +246,10 @@ func (d *Daemon) buildTarget(ctx context.Context, ct config.Target, q prom.Queri
 			tg.Records = &tuner.RecordsFile{Path: ct.Records.File, Target: ct.Name, Plugin: ct.Plugin}
 		case ct.Records.URL != "":
 			s := &tuner.RecordsStream{URL: ct.Records.URL, Target: ct.Name, Plugin: ct.Plugin, Retention: ct.Lookback}
-			sctx, cancel := context.WithCancel(context.Background())
-			go s.Run(sctx)
-			d.closers = append(d.closers, cancel)
+			if err := d.watchStream(ct.Name, s); err != nil {
+				return nil, err
+			}
+			d.streams = append(d.streams, s)
 			tg.Records = s
 		}
 	}
@@ -368,9 +379,35 @@ func (d *Daemon) cycle(ctx context.Context, g *targetGroup) (reps []*tuner.Repor
 	return d.tuner.CycleGroup(ctx, g.members, g.joint)
 }
 
-// Run schedules the cycles until ctx ends: directly, or only while this
-// replica holds the leader Lease. It returns after running cycles finish.
+// watchStream exports a records stream's health as
+// gatetuner_records_stream_up{target} (1 connected, 0 down; a down stream
+// holds its target records-unavailable).
+func (d *Daemon) watchStream(target string, s *tuner.RecordsStream) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatetuner_records_stream_up",
+		Help:        "1 while the target's gate-records stream is connected, 0 while it is down (docs/holds.md: records-unavailable).",
+		ConstLabels: prometheus.Labels{"target": target}}, func() float64 {
+		if s.Err() != nil {
+			return 0
+		}
+		return 1
+	})
+	if err := d.deps.Metrics.Registry.Register(g); err != nil {
+		return fmt.Errorf("records stream metric: %w", err)
+	}
+	d.closers = append(d.closers, func() { d.deps.Metrics.Registry.Unregister(g) })
+	return nil
+}
+
+// Run starts the background work — the records streams and the heartbeat —
+// and schedules the cycles until ctx ends: directly, or only while this
+// replica holds the leader Lease. It returns after running cycles finish
+// and the streams stop.
 func (d *Daemon) Run(ctx context.Context) error {
+	var streams sync.WaitGroup
+	defer streams.Wait()
+	for _, s := range d.streams {
+		streams.Go(func() { s.Run(ctx) })
+	}
 	go d.heartbeat(ctx)
 	le := d.cfg.LeaderElection
 	if !le.Enabled {

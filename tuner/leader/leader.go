@@ -170,7 +170,7 @@ func (e *Elector) term(ctx context.Context, onLead func(ctx context.Context)) er
 		// client-go started OnStartedLeading in a goroutine: wait for onLead.
 		<-finished
 		e.log.Info("leader: stopped leading")
-		e.release()
+		e.release() //nolint:contextcheck // the leading context has ended: releasing the Lease needs a fresh one
 	}
 	return nil
 }

@@ -144,7 +144,7 @@ func (r *Reader) readLine() ([]byte, error) {
 	if err == nil || (err == io.EOF && len(line) > 0) {
 		return line, nil
 	}
-	if err != bufio.ErrBufferFull {
+	if !errors.Is(err, bufio.ErrBufferFull) {
 		if err == io.EOF {
 			return nil, io.EOF
 		}
@@ -158,13 +158,13 @@ func (r *Reader) readLine() ([]byte, error) {
 		} else {
 			r.long = r.long[:0]
 		}
-		switch err {
-		case nil, io.EOF:
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
 			if len(r.long) == 0 {
 				return []byte(" \x00"), nil // decodes as a bad line
 			}
 			return r.long, nil
-		case bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		default:
 			return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
@@ -264,12 +264,12 @@ func (r *Reader) optString(reason *string, field string) ([]byte, error) {
 }
 
 func countReason(field string, err error) string {
-	switch err {
-	case errNegative:
+	switch {
+	case errors.Is(err, errNegative):
 		return field + ": negative count"
-	case errType:
+	case errors.Is(err, errType):
 		return field + ": not a non-negative integer"
-	case errRange:
+	case errors.Is(err, errRange):
 		return field + ": out of range"
 	}
 	return "not valid JSON"

@@ -2,6 +2,7 @@ package shadow
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 
@@ -21,7 +22,7 @@ func Replay(r *records.Reader, acc *Accumulator, decisions io.Writer) error {
 	var line []byte
 	for {
 		rec, err := r.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -117,7 +117,7 @@ func (s *fileStore) write(_ context.Context, base *object, text []byte, st State
 					rerr = s.atomicWrite(s.sidecar, side, 0o644)
 				}
 				if rerr != nil {
-					return nil, fmt.Errorf("write EPP config: %w (and restoring %s failed: %v)", err, s.sidecar, rerr)
+					return nil, fmt.Errorf("write EPP config: %w (and restoring %s failed: %w)", err, s.sidecar, rerr)
 				}
 			}
 			return nil, fmt.Errorf("write EPP config: %w", err)

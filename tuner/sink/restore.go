@@ -76,7 +76,7 @@ func restoreValues(sel eppconfig.Target, want map[string]string, owned []gate.Ke
 		}
 		v, isNull, err := valueOf(raw)
 		if err != nil {
-			return ch, fmt.Errorf("%w: history entry %d, %s: %v", ErrInvalidChange, seq, name, err)
+			return ch, fmt.Errorf("%w: history entry %d, %s: %w", ErrInvalidChange, seq, name, err)
 		}
 		if isNull {
 			// null leaves the EPP default, exactly like an absent key.

@@ -182,3 +182,23 @@ func describeOwned(vs []eppconfig.OwnedValue) string {
 	}
 	return b.String()
 }
+
+// AsRead returns a copy of s whose instances' owned values are as the
+// earlier reads saw them (matched by plugin name). A joint write planned on
+// several reads — one per filter instance — is applied over it, so the
+// write's one changed-externally check holds when any instance's owned keys
+// changed since its own read.
+func (s *Snapshot) AsRead(reads ...*Snapshot) *Snapshot {
+	c := *s
+	c.Instances = slices.Clone(s.Instances)
+	for i := range c.Instances {
+		for _, r := range reads {
+			for _, was := range r.Instances {
+				if was.Name() == c.Instances[i].Name() {
+					c.Instances[i].Owned = was.Owned
+				}
+			}
+		}
+	}
+	return &c
+}

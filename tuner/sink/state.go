@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gatetuner/gatetuner/tuner/hold"
 )
 
 // Annotations gatetuner reads and writes on the EPP ConfigMap (and, with the
@@ -41,26 +43,17 @@ const (
 	MaxTextBytes = 512
 )
 
-// HoldReason names why a write was not made.
-type HoldReason string
+// HoldReason names why a write was not made (hold.Reason, shared with the tuner).
+type HoldReason = hold.Reason
 
-// Hold reasons the sink produces.
+// Hold reasons the sink produces (package hold lists them all, in check order).
 const (
-	// HoldPaused: the target carries gatetuner.dev/paused: "true".
-	HoldPaused HoldReason = "paused"
-	// HoldChangedExternally: owned keys changed since the cycle read them.
-	HoldChangedExternally HoldReason = "changed-externally"
-	// HoldPendingRestart: a previous write is not running in the EPP yet.
-	HoldPendingRestart HoldReason = "pending-restart"
-	// HoldRolloutFailed: the EPP did not become available with the new config;
-	// it was rolled back and the target is held until a person clears the hold.
-	HoldRolloutFailed HoldReason = "rollout-failed"
-	// HoldVerificationFailed: TTFT p90 got worse by more than the margin (or
-	// could not be measured after the rollout); rolled back and held.
-	HoldVerificationFailed HoldReason = "verification-failed"
-	// HoldVerificationUnavailable: TTFT p90 before the apply could not be
-	// measured, so a rollout could not be verified; nothing was written.
-	HoldVerificationUnavailable HoldReason = "verification-unavailable"
+	HoldPaused                  = hold.Paused
+	HoldChangedExternally       = hold.ChangedExternally
+	HoldPendingRestart          = hold.PendingRestart
+	HoldRolloutFailed           = hold.RolloutFailed
+	HoldVerificationFailed      = hold.VerificationFailed
+	HoldVerificationUnavailable = hold.VerificationUnavailable
 )
 
 // EntryKind says who made a history entry's change.

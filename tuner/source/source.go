@@ -1,4 +1,7 @@
-package tuner
+// Package source holds the tuner's decision sources: the gate decisions a
+// shadow window replays, exact (gate records from a file or a stream) or
+// modelled from Prometheus (Model).
+package source
 
 import (
 	"bufio"
@@ -21,8 +24,8 @@ import (
 
 // Decision source kinds, as reported in evidence and metrics.
 const (
-	SourceKindRecords = "records"
-	SourceKindModel   = "prometheus-model"
+	KindRecords = "records"
+	KindModel   = "prometheus-model"
 )
 
 // Decision is one decision's input, as a source yields it. Slices are valid
@@ -44,7 +47,7 @@ type Decision struct {
 
 // DecisionSource yields the decisions of a shadow window.
 type DecisionSource interface {
-	// Kind is SourceKindRecords or SourceKindModel.
+	// Kind is KindRecords or KindModel.
 	Kind() string
 	// Replay calls fn for each decision with from ≤ TS < to, in time order.
 	Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error
@@ -56,8 +59,8 @@ type RecordsFile struct {
 	Target, Plugin string
 }
 
-// Kind returns SourceKindRecords.
-func (s *RecordsFile) Kind() string { return SourceKindRecords }
+// Kind returns KindRecords.
+func (s *RecordsFile) Kind() string { return KindRecords }
 
 // Replay streams the file, keeping records inside the window.
 func (s *RecordsFile) Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error {
@@ -77,7 +80,7 @@ func replayReader(ctx context.Context, r io.Reader, target, plugin string, from,
 			return ctx.Err()
 		}
 		rec, err := rd.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -105,9 +108,11 @@ type RecordsStream struct {
 	Keep      int
 	Retention time.Duration
 
-	mu      sync.Mutex
-	buf     []storedRecord
-	lastErr error
+	mu        sync.Mutex
+	buf       []storedRecord
+	lastErr   error
+	started   bool
+	connected bool
 }
 
 type storedRecord struct {
@@ -119,16 +124,19 @@ type storedRecord struct {
 	prompt   int64
 }
 
-// Kind returns SourceKindRecords.
-func (s *RecordsStream) Kind() string { return SourceKindRecords }
+// Kind returns KindRecords.
+func (s *RecordsStream) Kind() string { return KindRecords }
 
 // Run connects and reads until ctx ends, reconnecting after failures.
 func (s *RecordsStream) Run(ctx context.Context) {
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := s.readOnce(ctx)
 		s.mu.Lock()
-		s.lastErr = err
+		s.lastErr, s.connected = err, false
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -158,6 +166,9 @@ func (s *RecordsStream) readOnce(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("records stream %s: HTTP %d", s.URL, resp.StatusCode)
 	}
+	s.mu.Lock()
+	s.lastErr, s.connected = nil, true
+	s.mu.Unlock()
 	rd := records.NewReader(bufio.NewReader(resp.Body), records.Options{Target: s.Target, Plugin: s.Plugin})
 	for {
 		rec, err := rd.Next()
@@ -198,11 +209,20 @@ func (s *RecordsStream) readOnce(ctx context.Context) error {
 	}
 }
 
-// Err returns the stream's last connection error (nil while connected).
+// Err says why the stream is down: its last connection error, or that it
+// was never started or has not connected yet; nil while connected.
 func (s *RecordsStream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr
+	switch {
+	case s.connected:
+		return nil
+	case s.lastErr != nil:
+		return s.lastErr
+	case !s.started:
+		return fmt.Errorf("records stream %s: not started", s.URL)
+	}
+	return fmt.Errorf("records stream %s: not connected yet", s.URL)
 }
 
 // Replay yields the held records inside the window.
@@ -243,8 +263,8 @@ type Model struct {
 // maxPerSnapshot bounds the model's default draws per snapshot.
 const maxPerSnapshot = 50
 
-// Kind returns SourceKindModel.
-func (m *Model) Kind() string { return SourceKindModel }
+// Kind returns KindModel.
+func (m *Model) Kind() string { return KindModel }
 
 // ErrModelData is returned when the estimates lack what the model needs.
 var ErrModelData = errors.New("prometheus model: missing data")
@@ -256,18 +276,19 @@ func (m *Model) Usable() error {
 	case e == nil:
 		return fmt.Errorf("%w: no estimates", ErrModelData)
 	case len(e.InFlight.Snapshots) == 0:
-		return fmt.Errorf("%w: no in-flight snapshots (%s)", ErrModelData, reasonsOf(e.InFlight.Reasons))
+		return fmt.Errorf("%w: no in-flight snapshots (%s)", ErrModelData, ReasonsOf(e.InFlight.Reasons))
 	case len(e.Prompt.Buckets) == 0 || e.Prompt.Status == estimator.StatusInconclusive:
-		return fmt.Errorf("%w: no prompt-length distribution (%s)", ErrModelData, reasonsOf(e.Prompt.Reasons))
+		return fmt.Errorf("%w: no prompt-length distribution (%s)", ErrModelData, ReasonsOf(e.Prompt.Reasons))
 	case len(e.Cached.Buckets) == 0 || e.Cached.Status == estimator.StatusInconclusive:
-		return fmt.Errorf("%w: no cached-token distribution (%s)", ErrModelData, reasonsOf(e.Cached.Reasons))
+		return fmt.Errorf("%w: no cached-token distribution (%s)", ErrModelData, ReasonsOf(e.Cached.Reasons))
 	case len(e.Routing.Endpoints) == 0:
-		return fmt.Errorf("%w: no routing shares (%s)", ErrModelData, reasonsOf(e.Routing.Reasons))
+		return fmt.Errorf("%w: no routing shares (%s)", ErrModelData, ReasonsOf(e.Routing.Reasons))
 	}
 	return nil
 }
 
-func reasonsOf(rs []estimator.Reason) string {
+// ReasonsOf joins the estimator reasons' codes ("no reason given" when none).
+func ReasonsOf(rs []estimator.Reason) string {
 	if len(rs) == 0 {
 		return "no reason given"
 	}

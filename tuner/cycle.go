@@ -1,0 +1,173 @@
+package tuner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/sink"
+)
+
+// subWindows is how many parts the shadow window is split into to judge the
+// recommendation's consistency.
+const subWindows = 4
+
+// Cycle runs one tuning cycle for a target: read, estimate, shadow,
+// recommend, guard and — in configmap or rollout mode — write.
+func (t *Tuner) Cycle(ctx context.Context, tg *Target) *Report {
+	return t.CycleGroup(ctx, []*Target{tg}, nil)[0]
+}
+
+// CycleGroup runs one cycle for targets that share one EPP config (filter
+// instances of one ConfigMap or file): each target is planned on its own —
+// read, estimate, shadow, recommend, guard — and the edits of every target
+// that passes all guards are written together through joint, in one write
+// and, in rollout mode, one EPP restart. joint must manage all the targets'
+// plugins (sink.Merge); it is used only when two or more targets write.
+func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) []*Report {
+	reps := make([]*Report, len(tgs))
+	plans := make([]*writePlan, len(tgs))
+	starts := make([]time.Time, len(tgs))
+	spans := make([]trace.Span, len(tgs))
+	ctxs := make([]context.Context, len(tgs))
+	finished := false
+	defer func() {
+		if !finished { // a panic: end the spans before it propagates
+			for _, sp := range spans {
+				if sp != nil {
+					sp.End()
+				}
+			}
+		}
+	}()
+	var ready []int
+	for i, tg := range tgs {
+		starts[i] = t.now()
+		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
+		reps[i], plans[i] = t.plan(ctxs[i], tg) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		if plans[i] != nil {
+			ready = append(ready, i)
+		}
+	}
+	switch {
+	case len(ready) == 1 || len(ready) > 1 && joint == nil:
+		for _, i := range ready {
+			t.apply(ctxs[i], tgs[i].Sink, reps[i], plans[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		}
+	case len(ready) > 1:
+		t.applyJoint(ctx, joint, reps, plans, ready)
+	}
+	for i, rep := range reps {
+		span := spans[i]
+		span.SetAttributes(attribute.String("gatetuner.result", string(rep.Result)))
+		if rep.Hold != nil {
+			span.SetAttributes(attribute.String("gatetuner.hold", string(rep.Hold.Reason)))
+		}
+		if rep.Result == ResultError {
+			span.SetStatus(codes.Error, rep.Error)
+		}
+		span.End()
+		t.record(rep, t.now().Sub(starts[i])) //nolint:contextcheck // metrics and the cycle log line take no context
+	}
+	finished = true
+	return reps
+}
+
+// writePlan is a planned write: the guards passed, the mode writes and the
+// apply window is open.
+type writePlan struct {
+	snap    *sink.Snapshot
+	changes []eppconfig.Change
+	meta    sink.Meta
+}
+
+func (t *Tuner) stage(ctx context.Context, name string) (context.Context, trace.Span) {
+	return t.tracer().Start(ctx, "gatetuner."+name)
+}
+
+// apply writes one target's plan through sk and records the outcome on rep.
+func (t *Tuner) apply(ctx context.Context, sk sink.Sink, rep *Report, p *writePlan) {
+	actx, span := t.stage(ctx, "apply")
+	defer span.End()
+	res, err := sk.Apply(actx, p.snap, p.changes, p.meta)
+	applied(rep, res, err)
+}
+
+// applyJoint writes the plans of several targets sharing one EPP config in
+// one write through joint, over the config read again with each plan's
+// instance as that plan read it (Snapshot.AsRead): if a key one of the plans
+// owns changed since, the sink writes nothing (changed-externally) and the
+// next cycle plans on the fresh content.
+func (t *Tuner) applyJoint(ctx context.Context, joint sink.Sink, reps []*Report, plans []*writePlan, ready []int) {
+	actx, span := t.stage(ctx, "apply")
+	defer span.End()
+	var names []string
+	for _, i := range ready {
+		names = append(names, reps[i].Target)
+	}
+	span.SetAttributes(attribute.StringSlice("gatetuner.targets", names))
+	snap, err := joint.Read(actx)
+	if err != nil {
+		for _, i := range ready {
+			reps[i].stop(ResultError, HoldTargetError, fmt.Sprintf("joint write with %s: %v", strings.Join(names, ", "), err))
+		}
+		return
+	}
+	var changes []eppconfig.Change
+	var reads []*sink.Snapshot
+	var reasons, evidence, hashes []string
+	for _, i := range ready {
+		p := plans[i]
+		changes = append(changes, p.changes...)
+		reads = append(reads, p.snap)
+		reasons = append(reasons, reps[i].Target+": "+p.meta.Reason)
+		evidence = append(evidence, reps[i].Target+": "+p.meta.Evidence)
+		hashes = append(hashes, p.meta.RecommendationHash)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(hashes, "+")))
+	res, err := joint.Apply(actx, snap.AsRead(reads...), changes, sink.Meta{Kind: sink.KindApply, Reason: strings.Join(reasons, " | "),
+		Evidence: strings.Join(evidence, " | "), RecommendationHash: hex.EncodeToString(sum[:8])})
+	for _, i := range ready {
+		applied(reps[i], res, err)
+	}
+}
+
+// applied records a sink write's outcome on rep.
+func applied(rep *Report, res *sink.Result, err error) {
+	if err != nil {
+		rep.Result, rep.Error = ResultError, fmt.Sprintf("apply: %v", err)
+		return
+	}
+	rep.Apply = &ApplyView{Outcome: string(res.Outcome), Pending: res.Pending, Attempts: res.Attempts, Recomputed: res.Recomputed}
+	if res.Entry != nil {
+		rep.Apply.Seq = res.Entry.Seq
+	}
+	if res.Diff != "" {
+		rep.Diff = res.Diff
+	}
+	switch res.Outcome {
+	case sink.OutcomeApplied, sink.OutcomeUnchanged:
+		rep.Result = ResultApplied
+	case sink.OutcomeRolledBack:
+		rep.Result = ResultRolledBack
+		if res.Hold != nil {
+			rep.Hold = &Hold{Reason: HoldReason(res.Hold.Reason), Detail: res.Hold.Message}
+			rep.Apply.Hold = res.Hold.String()
+		}
+	case sink.OutcomeHeld:
+		h := res.Hold
+		if h == nil {
+			h = &sink.Hold{Reason: "unknown"}
+		}
+		rep.Apply.Hold = h.String()
+		rep.stop(ResultHeld, HoldReason(h.Reason), h.Message)
+	}
+}

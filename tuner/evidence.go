@@ -1,0 +1,155 @@
+package tuner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
+	"github.com/gatetuner/gatetuner/tuner/sink"
+	"github.com/gatetuner/gatetuner/tuner/source"
+)
+
+func barPtr(b float64) *float64 {
+	if math.IsInf(b, 1) {
+		return nil
+	}
+	return &b
+}
+
+// chooseThroughput returns the rate written as peakPrefillThroughput and a
+// note. The drain-rate estimate is written when conclusive (or a labelled
+// prior); otherwise the configured value is kept — the token bar the gate
+// decides on does not depend on it — and the note says why.
+func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Target) (float64, ThroughputNote) {
+	d := est.DrainRate
+	calibrated := params.PPTSource() == gate.PPTCalibrated
+	if d.Value != nil && (d.Status == estimator.StatusOK || d.Status == estimator.StatusPrior) && !calibrated {
+		note := fmt.Sprintf("drain-rate estimate (%s, confidence %.2f)", d.Method, d.Confidence)
+		if d.Prior {
+			note = fmt.Sprintf("prior %s (%s), live evidence insufficient", d.Source, d.Method)
+		}
+		return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: note}
+	}
+	why := "drain rate inconclusive"
+	if len(d.Reasons) > 0 {
+		why += " (" + source.ReasonsOf(d.Reasons) + ")"
+	}
+	if calibrated {
+		if t.AllowCalibrationOverride && d.Value != nil && d.Status == estimator.StatusOK {
+			return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: "drain-rate estimate over the calibrated value (allowCalibrationOverride)"}
+		}
+		return 0, ThroughputNote{Note: "peakPrefillThroughput is calibrated and its value unknown here; " + why}
+	}
+	return params.PeakPrefillThroughput, ThroughputNote{Value: params.PeakPrefillThroughput,
+		Note: fmt.Sprintf("kept the configured %.0f tok/s (%s): only maxTTFTPenaltyMs moves, which sets the token bar exactly", params.PeakPrefillThroughput, why)}
+}
+
+// changesFor is the edit that turns the current parameters into the candidate's.
+func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
+	ch := eppconfig.Change{Target: inst.Target(), Set: map[gate.Key]eppconfig.Value{}}
+	s := rc.Settings
+	if s.MaxTTFTPenaltyMs != params.MaxTTFTPenaltyMs || !params.Present.Has(gate.KeyMaxTTFTPenaltyMs) {
+		ch.Set[gate.KeyMaxTTFTPenaltyMs] = eppconfig.Number(s.MaxTTFTPenaltyMs)
+	}
+	if writePPT && (s.PeakPrefillThroughput != params.PeakPrefillThroughput || !params.Present.Has(gate.KeyPeakPrefillThroughput)) {
+		ch.Set[gate.KeyPeakPrefillThroughput] = eppconfig.Number(s.PeakPrefillThroughput)
+	}
+	if s.Mode != params.PenaltyMode {
+		if s.Mode == gate.ModeStatic && params.Present.Has(gate.KeyPenaltyMode) {
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("static")
+		} else if s.Mode == gate.ModeMatchedTokens {
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("matchedTokens")
+		}
+	}
+	if rc.Current {
+		ch.Set = map[gate.Key]eppconfig.Value{}
+	}
+	return []eppconfig.Change{ch}
+}
+
+func viewOf(s gate.Settings, p gate.Params) SettingsView {
+	v := SettingsView{Mode: s.Mode.String(), MaxTTFTPenaltyMs: s.MaxTTFTPenaltyMs, PeakPrefillThroughput: s.PeakPrefillThroughput,
+		PPTSource: p.PPTSource().String(), TTFTSource: s.Source.String(), AffinityThreshold: s.AffinityThreshold}
+	v.BarTokens = barPtr(CurrentBar(s))
+	return v
+}
+
+func brief(e *estimator.Estimates) EstimatesBrief {
+	b := EstimatesBrief{Status: string(e.Status), DrainRate: e.DrainRate.Value, DrainStatus: string(e.DrainRate.Status),
+		DrainConfidence: e.DrainRate.Confidence, DrainInterval: e.DrainRate.Interval, Nominal: e.Nominal.Value,
+		PerRequestRate: e.PerRequestRate.Value, PromptP50: e.Prompt.P50, PromptP90: e.Prompt.P90, CachedMean: e.Cached.Mean,
+		RequestRate: e.RequestRate.Value}
+	for _, r := range e.Reasons {
+		b.Reasons = append(b.Reasons, r.Part+":"+string(r.Code))
+	}
+	return b
+}
+
+func row(c Candidate, counts *shadow.Counts, scale float64) ShadowRow {
+	return ShadowRow{Settings: c.Settings.String(), Verdicts: counts.Verdicts, Outcomes: counts.Outcomes,
+		Rates: shadow.RatesOf(counts), ExcessTokens: counts.ExcessTokens * scale}
+}
+
+// snapshotCoverage is the fraction of the window's expected snapshots present.
+func snapshotCoverage(e *estimator.Estimates, w WindowView) float64 {
+	step := e.InFlight.StepSeconds
+	if step <= 0 {
+		return 0
+	}
+	want := w.To.Sub(w.From).Seconds() / step
+	got := 0
+	for _, s := range e.InFlight.Snapshots {
+		if !s.Time.Before(w.From) && s.Time.Before(w.To) {
+			got++
+		}
+	}
+	if want <= 0 {
+		return 0
+	}
+	return math.Min(1, float64(got)/math.Floor(want))
+}
+
+func applyReason(rep *Report) string {
+	r := rep.Recommendation
+	return fmt.Sprintf("%s: bar %s → %s tokens; wrongly held %s → %s", r.Mode, barText(rep.Current.BarTokens), barText(r.EffectiveBarTokens),
+		pctText(r.Evidence.Shadow.Current.Rates.WronglyHeld), pctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld))
+}
+
+func evidenceLine(rep *Report) string {
+	ev := rep.Recommendation.Evidence
+	parts := []string{
+		fmt.Sprintf("source %s, %d decisions (%d known)", ev.Source, ev.Window.Decisions, ev.Window.Known),
+		fmt.Sprintf("excess %.3g → %.3g tokens", ev.ExcessCost.Current, ev.ExcessCost.Recommended),
+		fmt.Sprintf("confidence %.2f", rep.Recommendation.Confidence),
+		"ppt: " + ev.Throughput.Note,
+	}
+	return strings.Join(parts, "; ")
+}
+
+func barText(b *float64) string {
+	if b == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f", *b)
+}
+
+func pctText(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *v*100)
+}
+
+func recHash(r *Recommendation) string {
+	b, _ := json.Marshal([]any{r.Target, r.Mode, r.MaxTTFTPenaltyMs, r.PeakPrefillThroughput})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,399 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
+	"github.com/gatetuner/gatetuner/tuner/sink"
+)
+
+// halt ends a cycle before the write: the result (held or error), the
+// reason and why (Report.stop records it).
+type halt struct {
+	result Result
+	reason HoldReason
+	detail string
+}
+
+func held(reason HoldReason, detail string) *halt {
+	return &halt{result: ResultHeld, reason: reason, detail: detail}
+}
+
+func failed(detail string) *halt {
+	return &halt{result: ResultError, reason: HoldTargetError, detail: detail}
+}
+
+// plan runs one target's cycle up to the write and returns the report and,
+// when the cycle should write, what to write.
+func (t *Tuner) plan(ctx context.Context, tg *Target) (*Report, *writePlan) {
+	now := t.now()
+	rep := &Report{Target: tg.Config.Name, At: now, Mode: tg.Config.Policy.Mode}
+	w, h := t.planStages(ctx, tg, rep, now)
+	if h != nil {
+		rep.stop(h.result, h.reason, h.detail)
+		return rep, nil
+	}
+	return rep, w
+}
+
+// planStages runs the stages in order — readTarget, estimate,
+// decisionSource, replay, choose (the objective and the choice), evidence,
+// confidence, edit, guards, writePlan — recording each stage's result on
+// rep; the first halt ends the cycle.
+func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now time.Time) (*writePlan, *halt) {
+	pol := tg.Config.Policy
+	tr, h := t.readTarget(ctx, tg)
+	if h != nil {
+		return nil, h
+	}
+	rep.OldConfig = tr.snap.Text
+	rep.Current = viewOf(tr.cur, tr.params)
+	if tr.cur.Source == gate.SourceLatencyPredictor {
+		return nil, held(HoldUnsupportedTTFTSource, "ttftSource is latencyPredictor: the gate compares predicted milliseconds, which gatetuner neither estimates nor writes; reported only")
+	}
+	est, h := t.estimate(ctx, tg, now)
+	if h != nil {
+		return nil, h
+	}
+	rep.Estimates = est
+	// A data reason yields to the target's state (docs/holds.md's order).
+	dataHold := func(h *halt) *halt { return stateFirst(rep, &tr.snap.State, now, h) }
+
+	src, h := t.decisionSource(tg, est, now)
+	if h != nil {
+		return nil, dataHold(h)
+	}
+	rep.Source = src.Kind()
+	drain, ppt := chooseThroughput(est, tr.params, tg.Config)
+	cands := BuildCandidates(CandidateSpec{Current: tr.params, Profile: tg.Profile, DrainRate: drain, TTFTSLOMs: tg.Config.TTFTSLOMs})
+	if drain <= 0 {
+		return nil, dataHold(held(HoldInconclusive, ppt.Note))
+	}
+	window := shadowWindow(now, pol.Lookback, &tr.snap.State)
+	rp, h := t.replay(ctx, tg, src, est, tr.params, window, cands, drain)
+	if h != nil {
+		if h.reason == HoldInconclusive {
+			h = dataHold(h)
+		}
+		return nil, h
+	}
+	rep.gateInput = rp.gateInput
+
+	obj := objectiveFor(src.Kind(), est)
+	ch := choose(cands, obj, rp, *pol.MaxStep)
+	rec := evidence(tg, src.Kind(), est, drain, ppt, cands, rp, obj, ch)
+	rep.Recommendation = rec
+	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
+	rec.Evidence.Confidence = confidence(pol, est, src.Kind(), ppt, rp, obj, ch)
+	rec.Confidence = rec.Evidence.Confidence.Value
+
+	if h := edit(rep, tr, cands[ch.rec], ppt.Write); h != nil {
+		return nil, h
+	}
+	g := &guardContext{now: now, pol: pol, state: &tr.snap.State, params: tr.params, cur: tr.cur, rc: cands[ch.rec], rec: rec,
+		est: est, diff: rep.Diff, allowCalib: tg.Config.AllowCalibrationOverride, belowFloor: ch.belowFloor}
+	if h := t.guards(ctx, rep, g); h != nil {
+		return nil, h
+	}
+	return writePlanFor(rep, tr.snap, g)
+}
+
+// targetRead is the read stage's result: the config snapshot, the target's
+// filter instance, its parameters and the settings in force.
+type targetRead struct {
+	snap   *sink.Snapshot
+	inst   sink.InstanceState
+	params gate.Params
+	cur    gate.Settings
+}
+
+// readTarget reads the target's EPP config and finds its filter instance.
+func (t *Tuner) readTarget(ctx context.Context, tg *Target) (*targetRead, *halt) {
+	sctx, span := t.stage(ctx, "read")
+	snap, err := tg.Sink.Read(sctx)
+	span.End()
+	if err != nil {
+		return nil, failed(err.Error())
+	}
+	inst, ok := snap.Instance(tg.Config.Plugin)
+	if !ok {
+		return nil, failed(fmt.Sprintf("%s: plugin %q not found", snap.Source, tg.Config.Plugin))
+	}
+	return &targetRead{snap: snap, inst: inst, params: inst.Params, cur: inst.Params.Settings(tg.Profile.MissingSignal)}, nil
+}
+
+// estimate runs the target's estimator (or the Tuner's).
+func (t *Tuner) estimate(ctx context.Context, tg *Target, now time.Time) (*estimator.Estimates, *halt) {
+	ectx, span := t.stage(ctx, "estimate")
+	defer span.End()
+	estr := tg.Estimator
+	if estr == nil {
+		estr = t.Estimator
+	}
+	est, err := estr.Estimate(ectx, tg.Est, now)
+	if err != nil {
+		return nil, failed(fmt.Sprintf("estimate: %v", err))
+	}
+	return est, nil
+}
+
+// healthReporter is a decision source that can say it is down (a records stream).
+type healthReporter interface{ Err() error }
+
+// decisionSource picks the shadow window's decisions: the target's records,
+// or the Prometheus model over the estimates.
+func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, now time.Time) (DecisionSource, *halt) {
+	if src := tg.Records; src != nil {
+		if hr, ok := src.(healthReporter); ok {
+			if err := hr.Err(); err != nil {
+				return nil, held(HoldRecordsUnavailable, err.Error())
+			}
+		}
+		return src, nil
+	}
+	m := &Model{Est: est, BlockSizeTokens: *tg.Config.Policy.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix())}
+	if err := m.Usable(); err != nil {
+		return nil, held(HoldInconclusive, err.Error())
+	}
+	return m, nil
+}
+
+// stateFirst returns the target-state guards' hold in place of a data
+// stage's h when one of them holds (recording their verdicts), else h.
+func stateFirst(rep *Report, st *sink.State, now time.Time, h *halt) *halt {
+	probe := &Report{}
+	if first := runGuards(probe, &guardContext{now: now, state: st}, stateGuards); first != nil {
+		rep.Guards = append(rep.Guards, probe.Guards...)
+		return held(first.Reason, first.Detail)
+	}
+	return h
+}
+
+// shadowWindow is the lookback, cut at the last change that took effect (a
+// window spanning an apply mixes two configs).
+func shadowWindow(now time.Time, lookback time.Duration, st *sink.State) WindowView {
+	from := now.Add(-lookback)
+	w := WindowView{From: from, To: now}
+	if eff := lastChange(st); eff.After(from) {
+		w.From, w.CutAtApply = eff, true
+	}
+	return w
+}
+
+// replayed is the replay stage's result: every candidate's shadow tallies
+// (whole window, sub-windows and the decisions no earlier cycle counted)
+// and feedback outcomes over the window's decisions.
+type replayed struct {
+	window   WindowView
+	width    time.Duration
+	parts    []*shadow.Accumulator
+	fb       *shadow.Feedback
+	fresh    *shadow.Accumulator
+	total    []shadow.Counts
+	outcomes []shadow.FeedbackOutcome
+	// costs are the candidates' excess tokens, scaled to the window's real
+	// requests (scale: the model's draws stand for several).
+	costs     []float64
+	scale     float64
+	gateInput GateInput
+	// fbRate, fbRates and fbRateSource turn the feedback's tokens into seconds.
+	fbRate       float64
+	fbRates      map[string]float64
+	fbRateSource string
+}
+
+// replay runs every candidate over the window's decisions: the shadow
+// accumulators per sub-window and the feedback replay, which carries each
+// candidate's own load forward in time order (docs/tuner.md).
+func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est *estimator.Estimates, params gate.Params,
+	window WindowView, cands []Candidate, drain float64) (*replayed, *halt) {
+	settings := make([]gate.Settings, len(cands))
+	for i, c := range cands {
+		settings[i] = c.Settings
+	}
+	sctx, span := t.stage(ctx, "shadow")
+	r := &replayed{window: window, width: window.To.Sub(window.From), parts: make([]*shadow.Accumulator, subWindows)}
+	for i := range r.parts {
+		r.parts[i] = shadow.NewAccumulator(settings, drain)
+	}
+	r.fbRate, r.fbRates, r.fbRateSource = feedbackRates(est, params)
+	r.fb = shadow.NewFeedback(settings, shadow.FeedbackOptions{Rate: r.fbRate, Rates: r.fbRates, Parts: subWindows,
+		PrefixReplicas: src.Kind() == SourceKindRecords})
+	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
+	var fd shadow.FeedbackDecision
+	since := t.freshSince(tg.Config.Name, window.From)
+	r.fresh = shadow.NewAccumulator(settings, drain)
+	err := src.Replay(sctx, window.From, window.To, func(d *Decision) error {
+		if !d.TS.Before(since) {
+			r.fresh.Add(d.Endpoints)
+		}
+		k := int(float64(subWindows) * float64(d.TS.Sub(window.From)) / float64(r.width))
+		k = min(max(k, 0), subWindows-1)
+		ds := r.parts[k].Add(d.Endpoints)
+		r.parts[k].Observe(&ds[0], d.Observed)
+		fd = shadow.FeedbackDecision{At: d.TS.Sub(window.From).Seconds(), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
+			PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: k}
+		r.fb.Add(&fd)
+		return nil
+	})
+	span.End()
+	if err != nil {
+		if errors.Is(err, ErrModelData) {
+			return nil, held(HoldInconclusive, err.Error())
+		}
+		return nil, failed(fmt.Sprintf("shadow: %v", err))
+	}
+	r.total = make([]shadow.Counts, len(cands))
+	var penalty, gap shadow.Sketch
+	for _, p := range r.parts {
+		for i := range r.total {
+			r.total[i].Add(p.Counts(i))
+		}
+		penalty.Merge(p.PenaltyMs())
+		gap.Merge(p.GapMinusMatched())
+	}
+	r.window.Decisions, r.window.Known = r.total[0].Decisions(), r.total[0].Known()
+	r.gateInput = GateInput{PenaltyMs: shadow.QuantilesOf(&penalty), GapMinusMatchedTokens: shadow.QuantilesOf(&gap)}
+	// Model draws stand for the window's real requests: scale their excess.
+	r.scale = 1.0
+	if src.Kind() == SourceKindModel && r.window.Decisions > 0 && est.RequestRate.Value != nil {
+		r.scale = *est.RequestRate.Value * r.width.Seconds() / float64(r.window.Decisions)
+	}
+	r.costs = make([]float64, len(cands))
+	r.outcomes = make([]shadow.FeedbackOutcome, len(cands))
+	for i := range cands {
+		r.costs[i] = r.total[i].ExcessTokens * r.scale
+		r.outcomes[i] = r.fb.Outcome(i)
+	}
+	t.markCounted(tg.Config.Name, window.To)
+	return r, nil
+}
+
+// choice is the choose stage's result: the recommended candidate (after
+// the step limit), the objective's scores and the release-chain floor.
+type choice struct {
+	rec    int
+	step   *StepNote
+	best   Choice
+	scores []float64
+	floor  float64
+	// belowFloor: the current bar is below the release-chain floor.
+	belowFloor bool
+}
+
+// choose scores the candidates by the objective, picks the best and clamps
+// the move to the step limit.
+func choose(cands []Candidate, obj objective, r *replayed, maxStep float64) choice {
+	c := choice{scores: obj.scores(cands, r), floor: obj.floor()}
+	c.belowFloor = cands[0].Bar < c.floor
+	c.best = Choose(cands, c.scores)
+	c.rec, c.step = clampStep(cands, c.best.Best, maxStep, c.floor)
+	return c
+}
+
+// evidence builds the recommendation with what it rests on.
+func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, ppt ThroughputNote, cands []Candidate, r *replayed, obj objective, ch choice) *Recommendation {
+	pol := tg.Config.Policy
+	rc := cands[ch.rec]
+	rec := &Recommendation{
+		Target: tg.Config.Name, Mode: rc.Settings.Mode.String(), MaxTTFTPenaltyMs: rc.Settings.MaxTTFTPenaltyMs,
+		PeakPrefillThroughput: rc.Settings.PeakPrefillThroughput, EffectiveBarTokens: barPtr(rc.Bar), candidate: rc,
+	}
+	ev := &rec.Evidence
+	ev.Source, ev.Window, ev.Estimates, ev.Throughput, ev.Step, ev.GateInput = kind, r.window, brief(est), ppt, ch.step, r.gateInput
+	ev.Candidates = len(cands)
+	ev.Objective = objectiveView(cands, r.outcomes, ch.rec, r.width, pol.Cooldown, r.fbRateSource)
+	ev.ReleaseChainFloorTokens = ch.floor
+	for i, c := range cands {
+		cv := CandidateView{Label: c.Label, Mode: c.Settings.Mode.String(), BarTokens: barPtr(c.Bar), ExcessTokens: r.costs[i],
+			FeedbackP90: r.outcomes[i].P90TTFTSeconds, ProfileRejected: c.Invalid}
+		if math.IsInf(ch.scores[i], 1) {
+			cv.Excluded = "below the release-chain floor"
+		}
+		ev.Objective.Candidates = append(ev.Objective.Candidates, cv)
+	}
+	obj.amend(&ev.Objective, r, ch.rec, pol.Cooldown)
+	ev.BestByMode = map[string]string{}
+	if ch.best.BestStatic >= 0 {
+		ev.BestByMode["static"] = cands[ch.best.BestStatic].Label
+	}
+	if ch.best.BestMatched >= 0 {
+		ev.BestByMode["matchedTokens"] = cands[ch.best.BestMatched].Label
+	}
+	ev.Shadow = ShadowPair{Current: row(cands[0], &r.total[0], r.scale), Recommended: row(rc, &r.total[ch.rec], r.scale)}
+	ev.ExcessCost = costPair(r.costs[0], r.costs[ch.rec], r.width, pol.Cooldown, drain)
+	ev.RestartCost = restartCost(est, pol.RestartWarmup, r.fbRate, r.fbRates)
+	if r.fbRate > 0 {
+		ev.Objective.SavingOverCooldownSeconds = ev.Objective.SavingOverCooldownTokens / r.fbRate
+	}
+	return rec
+}
+
+// confidence is the documented formula (docs/tuner.md): rate × source ×
+// sample × consistency.
+func confidence(pol config.Policy, est *estimator.Estimates, kind string, ppt ThroughputNote, r *replayed, obj objective, ch choice) ConfidenceParts {
+	cp := ConfidenceParts{Rate: 1, Source: 1, Sample: 1, Consistency: 1}
+	if ppt.Write {
+		cp.Rate = est.DrainRate.Confidence
+	}
+	if kind == SourceKindModel {
+		cp.Source = 0.9 * snapshotCoverage(est, r.window)
+	}
+	cp.Sample = math.Min(1, float64(r.window.Known)/float64(5**pol.MinDecisions))
+	cp.Consistency = obj.consistency(r, ch.rec)
+	if ch.belowFloor {
+		cp.Consistency = 1 // a safety correction, not a bet on the shadow
+	}
+	cp.Value = cp.Rate * cp.Source * cp.Sample * cp.Consistency
+	return cp
+}
+
+// edit computes the change the recommendation makes and previews it; a
+// refused edit holds (target-error).
+func edit(rep *Report, tr *targetRead, rc Candidate, writePPT bool) *halt {
+	changes := changesFor(tr.inst, tr.params, rc, writePPT)
+	rep.Changes = changes
+	if len(changes[0].Set) == 0 && len(changes[0].Remove) == 0 {
+		return nil
+	}
+	out, diff, err := tr.snap.Preview(changes)
+	if err != nil {
+		return held(HoldTargetError, fmt.Sprintf("the recommended edit is refused: %v", err))
+	}
+	rep.NewConfig, rep.Diff = out, diff
+	return nil
+}
+
+// guards runs the target-state and recommendation guards in order.
+func (t *Tuner) guards(ctx context.Context, rep *Report, g *guardContext) *halt {
+	_, span := t.stage(ctx, "guards")
+	defer span.End()
+	if first := runGuards(rep, g, append(append([]guardFunc(nil), stateGuards...), recommendationGuards...)); first != nil {
+		return held(first.Reason, first.Detail)
+	}
+	return nil
+}
+
+// writePlanFor ends a cycle whose guards passed: mode off recommends, a
+// closed apply window leaves it pending, else it plans the write.
+func writePlanFor(rep *Report, snap *sink.Snapshot, g *guardContext) (*writePlan, *halt) {
+	if g.pol.Mode == config.ModeOff {
+		rep.Result = ResultRecommended
+		return nil, nil
+	}
+	if v := windowGuard(g); !v.pass {
+		return nil, &halt{result: ResultPending, reason: v.reason, detail: v.detail}
+	}
+	return &writePlan{snap: snap, changes: rep.Changes, meta: sink.Meta{
+		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: recHash(rep.Recommendation),
+	}}, nil
+}

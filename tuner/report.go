@@ -1,0 +1,278 @@
+package tuner
+
+import (
+	"time"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
+)
+
+// Report is one cycle's decision record: the numbers, the recommendation,
+// every guard, and what was done.
+type Report struct {
+	Target string    `json:"target"`
+	At     time.Time `json:"at"`
+	Result Result    `json:"result"`
+	Hold   *Hold     `json:"hold,omitempty"`
+	Mode   string    `json:"mode"`
+	// Current are the settings in force.
+	Current SettingsView `json:"current"`
+	// Recommendation is absent when the cycle stopped before one existed.
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+	Guards         []Guard         `json:"guards"`
+	// Diff is the exact change the recommendation makes to the EPP config
+	// (what was written, or would be).
+	Diff string `json:"diff,omitempty"`
+	// Changes are the edits the recommendation makes (for --output patch).
+	Changes []eppconfig.Change `json:"-"`
+	// NewConfig is the edited config text.
+	NewConfig []byte               `json:"-"`
+	OldConfig []byte               `json:"-"`
+	Source    string               `json:"source,omitempty"`
+	Estimates *estimator.Estimates `json:"estimates,omitempty"`
+	Apply     *ApplyView           `json:"apply,omitempty"`
+	Error     string               `json:"error,omitempty"`
+	// Shadow are the current and recommended settings' tallies for metrics.
+	// shadowCur and shadowRec tally only the decisions no earlier cycle
+	// counted (for the counters); shadowScale turns model draws into requests.
+	shadowCur, shadowRec *shadow.Counts
+	shadowScale          float64
+	gateInput            GateInput
+}
+
+// Hold is why a cycle did not write.
+type Hold struct {
+	Reason HoldReason `json:"reason"`
+	Detail string     `json:"detail"`
+}
+
+// Guard is one guard's verdict.
+type Guard struct {
+	Name   string `json:"name"`
+	Pass   bool   `json:"pass"`
+	Detail string `json:"detail"`
+}
+
+// SettingsView shows settings as the config has them.
+type SettingsView struct {
+	Mode                  string  `json:"mode"`
+	MaxTTFTPenaltyMs      float64 `json:"maxTTFTPenaltyMs"`
+	PeakPrefillThroughput float64 `json:"peakPrefillThroughput"`
+	PPTSource             string  `json:"pptSource"`
+	TTFTSource            string  `json:"ttftSource"`
+	AffinityThreshold     float64 `json:"affinityThreshold"`
+	// BarTokens is maxTTFTPenaltyMs × peakPrefillThroughput / 1000 (null: no bar).
+	BarTokens *float64 `json:"barTokens"`
+}
+
+// Recommendation is the settings the tuner would write, with the evidence.
+type Recommendation struct {
+	Target                string   `json:"target"`
+	Mode                  string   `json:"mode"`
+	MaxTTFTPenaltyMs      float64  `json:"maxTTFTPenaltyMs"`
+	PeakPrefillThroughput float64  `json:"peakPrefillThroughput"`
+	EffectiveBarTokens    *float64 `json:"effectiveBarTokens"`
+	Confidence            float64  `json:"confidence"`
+	Evidence              Evidence `json:"evidence"`
+	HoldReason            string   `json:"holdReason,omitempty"`
+	candidate             Candidate
+}
+
+// Evidence is what the recommendation rests on.
+type Evidence struct {
+	Source     string         `json:"source"`
+	Window     WindowView     `json:"window"`
+	Estimates  EstimatesBrief `json:"estimates"`
+	Throughput ThroughputNote `json:"throughput"`
+	Shadow     ShadowPair     `json:"shadow"`
+	// ExcessCost compares current and recommended over the window.
+	ExcessCost  CostPair        `json:"excessCost"`
+	RestartCost RestartCost     `json:"restartCost"`
+	Confidence  ConfidenceParts `json:"confidence"`
+	Step        *StepNote       `json:"step,omitempty"`
+	GateInput   GateInput       `json:"gateInput"`
+	Candidates  int             `json:"candidatesEvaluated"`
+	// ReleaseChainFloorTokens is the lowest bar the excess-tokens objective
+	// considers (the p99 prompt); 0 with the feedback objective (docs/tuner.md).
+	ReleaseChainFloorTokens float64           `json:"releaseChainFloorTokens"`
+	BestByMode              map[string]string `json:"bestByMode,omitempty"`
+	// Objective is what the recommendation was chosen by.
+	Objective ObjectiveView `json:"objective"`
+}
+
+// ObjectiveFeedbackTTFTP90 names the tuner's objective: the p90 of the
+// estimated time to first token in the feedback replay (docs/tuner.md).
+const ObjectiveFeedbackTTFTP90 = "feedback-ttft-p90"
+
+// ObjectiveExcessTokens names the Prometheus model's objective: the
+// per-decision excess cost in tokens, with the release-chain floor.
+const ObjectiveExcessTokens = "excess-tokens"
+
+// ObjectiveView compares current and recommended settings on the objective.
+type ObjectiveView struct {
+	Name        string      `json:"name"`
+	Current     FeedbackRow `json:"current"`
+	Recommended FeedbackRow `json:"recommended"`
+	// Ratio is recommended / current estimated TTFT p90 (null when the
+	// current one is 0).
+	Ratio *float64 `json:"ratio"`
+	// SavingOverCooldownTokens is the drop in queued tokens (ahead + own,
+	// summed over requests) over a cooldown.
+	SavingOverCooldownTokens float64 `json:"savingOverCooldownTokens"`
+	// SavingOverCooldownSeconds is the same saving in request-seconds of
+	// queueing (tokens ÷ the per-endpoint rate), compared with the restart
+	// cost's delay.
+	SavingOverCooldownSeconds float64 `json:"savingOverCooldownSeconds"`
+	// RateSource is the drain rate that turns tokens into seconds.
+	RateSource string `json:"rateSource"`
+	// Candidates lists every candidate's numbers, so "why not X?" has an answer.
+	Candidates []CandidateView `json:"candidates,omitempty"`
+}
+
+// CandidateView is one candidate's standing.
+type CandidateView struct {
+	Label string `json:"label"`
+	Mode  string `json:"mode"`
+	// BarTokens is null for no bar.
+	BarTokens       *float64 `json:"barTokens"`
+	ExcessTokens    float64  `json:"excessTokens"`
+	FeedbackP90     float64  `json:"feedbackTTFTP90Seconds"`
+	Excluded        string   `json:"excluded,omitempty"`
+	ProfileRejected string   `json:"profileRejected,omitempty"`
+}
+
+// FeedbackRow is one settings variant's outcome in the feedback replay.
+type FeedbackRow struct {
+	Settings string `json:"settings"`
+	shadow.FeedbackOutcome
+}
+
+// WindowView is the shadow window.
+type WindowView struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// CutAtApply: the window starts at the last apply's effective time
+	// (windows spanning an apply are discarded).
+	CutAtApply bool  `json:"cutAtApply"`
+	Decisions  int64 `json:"decisions"`
+	Known      int64 `json:"known"`
+}
+
+// EstimatesBrief are the estimate values the evidence cites.
+type EstimatesBrief struct {
+	Status          string              `json:"status"`
+	DrainRate       *float64            `json:"drainRate"`
+	DrainStatus     string              `json:"drainStatus"`
+	DrainConfidence float64             `json:"drainConfidence"`
+	DrainInterval   *estimator.Interval `json:"drainInterval,omitempty"`
+	Nominal         *float64            `json:"nominal"`
+	PerRequestRate  *float64            `json:"perRequestRate"`
+	PromptP50       *float64            `json:"promptP50"`
+	PromptP90       *float64            `json:"promptP90"`
+	CachedMean      *float64            `json:"cachedMean"`
+	RequestRate     *float64            `json:"requestRate"`
+	Reasons         []string            `json:"reasons,omitempty"`
+}
+
+// ThroughputNote says what happens to peakPrefillThroughput.
+type ThroughputNote struct {
+	// Write: the recommendation writes the drain-rate estimate.
+	Write bool    `json:"write"`
+	Value float64 `json:"value"`
+	Note  string  `json:"note"`
+}
+
+// ShadowPair are the shadow tallies of current and recommended settings.
+type ShadowPair struct {
+	Current     ShadowRow `json:"current"`
+	Recommended ShadowRow `json:"recommended"`
+}
+
+// ShadowRow is one settings variant's shadow result.
+type ShadowRow struct {
+	Settings string               `json:"settings"`
+	Verdicts shadow.VerdictCounts `json:"verdicts"`
+	Outcomes shadow.OutcomeCounts `json:"outcomes"`
+	Rates    shadow.Rates         `json:"rates"`
+	// ExcessTokens is per the window's real decisions (the model's draws scaled).
+	ExcessTokens float64 `json:"excessTokens"`
+}
+
+// CostPair compares excess cost (tokens over the window, and tokens/s).
+type CostPair struct {
+	Current            float64  `json:"current"`
+	Recommended        float64  `json:"recommended"`
+	Ratio              *float64 `json:"ratio"`
+	SavingPerSecond    float64  `json:"savingTokensPerSecond"`
+	SavingOverCooldown float64  `json:"savingOverCooldownTokens"`
+	// Seconds of prefill at the rate used (null when no rate is known).
+	CurrentSeconds     *float64 `json:"currentSeconds"`
+	RecommendedSeconds *float64 `json:"recommendedSeconds"`
+}
+
+// RestartCost is the estimated price of applying (the EPP loses its prefix
+// index): the re-prefilled tokens and the queueing they cause.
+type RestartCost struct {
+	// Tokens is the re-prefill backlog B the restart creates.
+	Tokens        float64 `json:"tokens"`
+	WarmupSeconds float64 `json:"warmupSeconds"`
+	// CapacityTokensPerSecond is the pool's prefill capacity C (the rate
+	// that turns tokens into seconds, over all endpoints).
+	CapacityTokensPerSecond float64 `json:"capacityTokensPerSecond"`
+	// Utilization is the pool's computed prefill over C (null: unknown).
+	Utilization *float64 `json:"utilization"`
+	// DrainSeconds is how long the backlog takes to drain on the spare
+	// capacity, B / (C·(1−ρ)) (null: unknown).
+	DrainSeconds *float64 `json:"drainSeconds"`
+	// DelaySeconds is the extra queueing the backlog causes, summed over
+	// the requests that meet it (request-seconds): λ·B² / (2·C²·(1−ρ)).
+	DelaySeconds *float64 `json:"delaySeconds"`
+	Formula      string   `json:"formula"`
+	// Unknown says what is missing when the cost cannot be estimated at
+	// all; the restart-cost guard then holds.
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// ConfidenceParts is the documented confidence formula's factors.
+type ConfidenceParts struct {
+	Value       float64 `json:"value"`
+	Rate        float64 `json:"rate"`
+	Source      float64 `json:"source"`
+	Sample      float64 `json:"sample"`
+	Consistency float64 `json:"consistency"`
+}
+
+// StepNote says the recommendation was clamped by the step limit.
+type StepNote struct {
+	WantedBarTokens  *float64 `json:"wantedBarTokens"`
+	ClampedBarTokens *float64 `json:"clampedBarTokens"`
+	MaxStep          float64  `json:"maxStep"`
+}
+
+// GateInput is the current settings' gate-input distribution.
+type GateInput struct {
+	PenaltyMs             shadow.Quantiles `json:"penaltyMs"`
+	GapMinusMatchedTokens shadow.Quantiles `json:"gapMinusMatchedTokens"`
+}
+
+// ApplyView is what the sink did.
+type ApplyView struct {
+	Outcome    string `json:"outcome"`
+	Pending    bool   `json:"pending"`
+	Attempts   int    `json:"attempts"`
+	Recomputed bool   `json:"recomputed"`
+	Seq        int    `json:"seq,omitempty"`
+	Hold       string `json:"hold,omitempty"`
+}
+
+// stop ends the report with result (held or error) for reason.
+func (rep *Report) stop(result Result, reason HoldReason, detail string) {
+	rep.Result, rep.Hold = result, &Hold{Reason: reason, Detail: detail}
+	if result == ResultError {
+		rep.Error = detail
+	}
+	if rep.Recommendation != nil {
+		rep.Recommendation.HoldReason = string(reason)
+	}
+}
