@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
@@ -110,14 +111,17 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 	case "json":
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(reps)
+		if err := enc.Encode(reps); err != nil {
+			return err
+		}
 	case "patch":
-		return writePatches(a.stdout, reps, o.patchFile, cfg)
+		return writePatches(a.stdout, a.stderr, reps, o.patchFile, cfg)
+	default:
+		for _, r := range reps {
+			writeReport(a.stdout, r)
+		}
 	}
-	for _, r := range reps {
-		writeReport(a.stdout, r)
-	}
-	return nil
+	return cyclesExit(reps)
 }
 
 // simulatedWorld runs the scenario into an embedded Prometheus and returns a
@@ -126,6 +130,11 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	sc, err := loadScenario(o.scenario)
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
+	}
+	if o.phase != "" {
+		if _, err := sc.PhaseIndex(o.phase); err != nil {
+			return nil, deps, nil, usageErr("--phase: %v", err)
+		}
 	}
 	prof, err := gate.LookupProfile(o.profile)
 	if err != nil {
@@ -199,10 +208,18 @@ func simPolicy(sc *fleetsim.Scenario) config.Policy {
 	return p
 }
 
-func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
+func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
+	var worst error
 	for _, r := range reps {
+		if err := cycleOutcome(r); err != nil { // a held change is never printed
+			fmt.Fprintf(stderr, "gatetuner: %v\n", err)
+			if worst == nil || exitCode(err) == exitFailure {
+				worst = err
+			}
+			continue
+		}
 		if len(r.NewConfig) == 0 {
-			fmt.Fprintf(os.Stderr, "gatetuner: %s: no change to patch (%s)\n", r.Target, holdText(r))
+			fmt.Fprintf(stderr, "gatetuner: %s: no change: the recommendation is the current setting (%s)\n", r.Target, holdText(r))
 			continue
 		}
 		if patchFile == "" {
@@ -241,6 +258,9 @@ func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *conf
 		name := filepath.ToSlash(patchFile)
 		fmt.Fprint(w, eppconfig.Diff("a/"+name, "b/"+name, data, out))
 	}
+	if worst != nil {
+		return &exitError{code: exitCode(worst), err: fmt.Errorf("no patch for %d of %d targets (see above)", countFailed(reps), len(reps))}
+	}
 	return nil
 }
 
@@ -258,4 +278,73 @@ func holdText(r *tuner.Report) string {
 		return string(r.Hold.Reason) + ": " + r.Hold.Detail
 	}
 	return string(r.Result)
+}
+
+// promFailures are the estimator reasons that mean Prometheus could not be
+// asked, as opposed to data that says too little.
+var promFailures = map[estimator.ReasonCode]bool{
+	estimator.ReasonPrometheusUnavailable: true, estimator.ReasonPrometheusTimeout: true,
+	estimator.ReasonPrometheusRejected: true, estimator.ReasonBadResponse: true, estimator.ReasonBadQuery: true,
+}
+
+// promFailure returns the first reason that says Prometheus could not be asked.
+func promFailure(e *estimator.Estimates) *estimator.Reason {
+	if e == nil {
+		return nil
+	}
+	for i, r := range e.Reasons {
+		if promFailures[r.Code] {
+			return &e.Reasons[i]
+		}
+	}
+	return nil
+}
+
+// cycleOutcome classifies one dry-run cycle: nil when it produced a
+// recommendation that passed its guards (or one equal to the current
+// setting), exit 1 when it could not run or could not edit the target or
+// ask Prometheus, exit 3 when the tuner held.
+func cycleOutcome(r *tuner.Report) error {
+	switch {
+	case r.Result == tuner.ResultError:
+		return asFailure(fmt.Errorf("%s: the cycle failed: %s", r.Target, r.Error))
+	case r.Hold != nil && r.Hold.Reason == tuner.HoldTargetError:
+		return asFailure(fmt.Errorf("%s: cannot edit this target: %s", r.Target, r.Hold.Detail))
+	}
+	if pf := promFailure(r.Estimates); pf != nil {
+		return asFailure(fmt.Errorf("%s: Prometheus could not be queried (%s): %s", r.Target, pf.Code, pf.Detail))
+	}
+	if r.Result == tuner.ResultHeld && (r.Recommendation == nil || len(r.NewConfig) > 0) {
+		return nothingErr("%s: held (%s): %s", r.Target, r.Hold.Reason, r.Hold.Detail)
+	}
+	return nil
+}
+
+// cyclesExit is the exit of a dry run over several targets: the first
+// failure (exit 1), else the first hold (exit 3), else nil.
+func cyclesExit(reps []*tuner.Report) error {
+	var held error
+	for _, r := range reps {
+		err := cycleOutcome(r)
+		if err == nil {
+			continue
+		}
+		if exitCode(err) == exitFailure {
+			return err
+		}
+		if held == nil {
+			held = err
+		}
+	}
+	return held
+}
+
+func countFailed(reps []*tuner.Report) int {
+	n := 0
+	for _, r := range reps {
+		if cycleOutcome(r) != nil {
+			n++
+		}
+	}
+	return n
 }
