@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -227,19 +228,40 @@ func createAtomic(path string) (*atomicFile, error) {
 	return &atomicFile{File: f, path: path}, nil
 }
 
+// Write writes to the temporary file; its errors name the path the user gave.
+func (f *atomicFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, f.named(err)
+}
+
 // Commit syncs, closes and renames the file into place.
 func (f *atomicFile) Commit() error {
 	if err := f.Sync(); err != nil {
-		return err
+		return f.named(err)
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return f.named(err)
 	}
 	if err := os.Rename(f.Name(), f.path); err != nil {
-		return err
+		return f.named(err)
 	}
 	f.done = true
 	return nil
+}
+
+// named rewrites an error about the temporary file to name f.path.
+func (f *atomicFile) named(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s %s: %w", pe.Op, f.path, pe.Err)
+	case errors.As(err, &le):
+		return fmt.Errorf("%s %s: %w", le.Op, f.path, le.Err)
+	}
+	return fmt.Errorf("%s: %w", f.path, err)
 }
 
 // Abort removes the temporary file unless it was committed.

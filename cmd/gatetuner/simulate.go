@@ -104,8 +104,14 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 	if plugin == "" && o.eppConfig != "" {
 		plugin = sc.EPP.Plugin
 		// As --help says: the scenario's plugin, else the config's only instance.
-		if _, err := (fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings(); err != nil {
+		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
 			plugin = ""
+		}
+	}
+	if o.eppConfig != "" {
+		// The same reader as every other command: one file:line per error.
+		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
+			return asUsage(err)
 		}
 	}
 	if o.live {

@@ -115,7 +115,10 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 		tg, err := d.buildTarget(ctx, ct, q)
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
+			if !strings.HasPrefix(err.Error(), "target "+ct.Name+":") { // no "target a: target a:"
+				err = fmt.Errorf("target %s: %w", ct.Name, err)
+			}
+			return nil, err
 		}
 		d.targets = append(d.targets, tg)
 	}
