@@ -74,6 +74,7 @@ type Daemon struct {
 	ready   atomic.Bool
 	beat    atomic.Int64 // unix nanos of the scheduler's last heartbeat
 	elector *leader.Elector
+	q       prom.Querier // for the startup check
 }
 
 // New builds the daemon's targets from the config.
@@ -98,6 +99,7 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.q = q
 	d.kube = deps.Kube
 	needKube := cfg.LeaderElection.Enabled
 	for _, t := range cfg.Targets {
