@@ -34,6 +34,7 @@ func TestLocalRecipe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var simOut, runErr string
+	runCode := -1
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -45,12 +46,16 @@ func TestLocalRecipe(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		var b strings.Builder
-		code := run(ctx, []string{"run", "--config", cfg, "--log-level", "warn"}, strings.NewReader(""), io.Discard, &b)
-		if code != 0 {
-			runErr = b.String()
+		runCode = run(ctx, []string{"run", "--config", cfg, "--log-level", "warn"}, strings.NewReader(""), io.Discard, &b)
+		runErr = b.String()
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			wg.Wait()
 		}
 	}()
-	defer func() { cancel(); wg.Wait() }()
 	start := time.Now()
 	deadline := start.Add(2 * time.Minute)
 	for {
@@ -88,6 +93,12 @@ func TestLocalRecipe(t *testing.T) {
 	}
 	if !strings.Contains(string(body), `gatetuner_target_up{target="glm-5-2"} 1`) {
 		t.Errorf("the target is not up after a cycle:\n%s", grepLines(string(body), "gatetuner_target_up"))
+	}
+	cancel() // as SIGTERM does
+	wg.Wait()
+	stopped = true
+	if runCode != exitOK {
+		t.Errorf("run stopped by its context exits %d, want 0 (docs/cli.md): %s", runCode, runErr)
 	}
 }
 
