@@ -50,7 +50,12 @@ same change is spliced into that file instead (an EndpointPickerConfig or a Conf
 manifest in your repository), so 'git apply' takes it.
 
 Without a config, --scenario runs the fleet simulator into an embedded Prometheus and
-recommends for the EPP config given with --epp-config, as if it ran that fleet.`,
+recommends for the EPP config given with --epp-config, as if it ran that fleet.
+
+Exit codes (docs/cli.md): 0 every target has a recommendation that passed its guards
+(or one equal to the current setting: "no change"), 1 a cycle errored, the target
+cannot be edited or Prometheus could not be queried, 2 a usage or config error, 3 a
+target held (with -o patch nothing of it is printed; the hold is on stderr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRecommend(cmd.Context(), a, &o) },
 	}
