@@ -62,8 +62,9 @@ One line per cycle shows the numbers; each applied diff is printed; /metrics ser
 the daemon's metrics throughout. The summary compares the wrongly-held rate and TTFT
 with the same day (same seed) run on the untouched default settings.
 
-Simulated time runs as fast as the machine allows (a simulated day takes about a
-minute), so the guards' clocks are scaled to the compressed day.`,
+Simulated time runs as fast as the machine allows, so the guards' clocks are scaled
+to the compressed day. The day and the default replay for the summary took 82 s with a
+prebuilt binary on two busy cores (docs/benchmarks.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), a, &o) },
 	}
@@ -166,13 +167,22 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 
 	fmt.Fprintf(out, "gatetuner demo: %s, %d pods, %s simulated in %d phases; profile %s\n", sc.Name, sc.Pods.Count, sc.Duration(), len(sc.Phases), prof.Name)
 	fmt.Fprintf(out, "EPP config: %s (starts at the EPP defaults: %s)\n", path, (&base).String())
-	fmt.Fprintf(out, "metrics:    http://%s/metrics   decision records: http://%s/reports\n\n", ln.Addr(), ln.Addr())
-	fmt.Fprintf(out, "%-8s %-9s %-12s %-22s %-10s %-10s %-5s %s\n", "time", "phase", "result", "bar (tokens) now→rec", "wh now", "wh rec", "conf", "why")
+	fmt.Fprintf(out, "metrics:    http://%s/metrics   decision records: http://%s/reports\n", ln.Addr(), ln.Addr())
+	fmt.Fprintf(out, "bar:        the queued prefill a request's cached pod may carry before the gate sends it elsewhere;\n")
+	fmt.Fprintf(out, "            bar = maxTTFTPenaltyMs × peakPrefillThroughput / 1000 = %s\n", barFormula(base.MaxTTFTPenaltyMs, base.PeakPrefillThroughput))
+	fmt.Fprintf(out, "wh:         wrongly held — pinned to a pod whose queue cost more than re-prefilling elsewhere (the shadow's estimate now → recommended)\n\n")
+	barW := 22
+	if prof.Accepts(gate.KeyPenaltyMode) {
+		barW = 32 // room for a mode change ("static 71,676→matchedTokens 17,919")
+	}
+	fmt.Fprintf(out, "%-8s %-9s %-12s %-*s %-10s %-10s %-5s %s\n", "time", "phase", "result", barW, "bar (tokens) now→rec", "wh now", "wh rec", "conf", "why")
 
 	wall := time.Now()
 	end := start.Add(sc.Duration())
 	var pendingSince time.Time
 	var applies int
+	var changes []phaseChange
+	var lastWhy string
 	holds := map[string]int{}
 	nextCycle := start.Add(o.cycleEvery)
 	for vt := start.Add(sc.ScrapeInterval); !vt.After(end); vt = vt.Add(sc.ScrapeInterval) {
@@ -192,6 +202,7 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 			}
 			st := live.Settings()
 			fmt.Fprintf(out, "%s          EPP restarted onto the new config: %s\n", clock(vt, start), st.String())
+			changes = append(changes, phaseChange{at: vt.Sub(start), phase: live.Phase(), bar: st.BarTokens(), why: lastWhy})
 			pendingSince = time.Time{}
 		}
 		if vt.Before(nextCycle) {
@@ -203,20 +214,19 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 			return err
 		}
 		r := reps[0]
-		printCycle(out, r, vt, start, live.Phase())
+		printCycle(out, r, vt, start, live.Phase(), pol, barW)
 		switch {
 		case r.Result == tuner.ResultApplied:
 			applies++
 			pendingSince = vt
-			for _, l := range strings.Split(strings.TrimRight(r.Diff, "\n"), "\n") {
-				fmt.Fprintf(out, "           %s\n", l)
-			}
+			lastWhy = cycleWhy(r, pol)
+			writeApplied(out, r, path)
 		case r.Hold != nil:
 			holds[string(r.Hold.Reason)]++
 		}
 	}
 	fmt.Fprintf(out, "\nsimulated %s in %s\n", sc.Duration(), time.Since(wall).Round(time.Second))
-	if err := summarize(ctx, out, sc, o.seed, live.Truth(), applies, holds); err != nil {
+	if err := summarize(ctx, out, sc, o.seed, live.Truth(), applies, holds, changes); err != nil {
 		return err
 	}
 	if o.keepServing > 0 {
@@ -246,7 +256,7 @@ func clock(vt, start time.Time) string {
 	return fmt.Sprintf("%02d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
 }
 
-func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string) {
+func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string, pol config.Policy, barW int) {
 	barNow, barRec, whNow, whRec, conf := bar(r.Current.BarTokens), "-", "-", "-", "-"
 	if rec := r.Recommendation; rec != nil {
 		barRec = bar(rec.EffectiveBarTokens)
@@ -256,21 +266,11 @@ func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string)
 			barRec = rec.Mode + " " + barRec
 		}
 	}
-	why := ""
-	if r.Hold != nil {
-		why = string(r.Hold.Reason)
-		if r.Hold.Reason == tuner.HoldInconclusive || r.Hold.Reason == tuner.HoldTargetError {
-			why += ": " + r.Hold.Detail
-		}
-	}
-	if r.Error != "" && r.Hold == nil {
-		why = r.Error
-	}
-	fmt.Fprintf(w, "%-8s %-9s %-12s %-22s %-10s %-10s %-5s %s\n", clock(vt, start), phase, r.Result, barNow+"→"+barRec, whNow, whRec, conf, why)
+	fmt.Fprintf(w, "%-8s %-9s %-12s %-*s %-10s %-10s %-5s %s\n", clock(vt, start), phase, r.Result, barW, barNow+"→"+barRec, whNow, whRec, conf, cycleWhy(r, pol))
 }
 
 // summarize compares the tuned day with the same day on the default settings.
-func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, tuned *fleetsim.Truth, applies int, holds map[string]int) error {
+func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, tuned *fleetsim.Truth, applies int, holds map[string]int, changes []phaseChange) error {
 	def := fleetsim.DefaultSettings()
 	base, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, SettingsFor: func(int) gate.Settings { return def }})
 	if err != nil {
@@ -285,11 +285,16 @@ func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uin
 		fmt.Fprintf(w, "%-10s %-26s %-26s\n", p.Name, pctp(p.WronglyHeldRate)+" → "+pctp(tp.WronglyHeldRate),
 			fmt.Sprintf("%.2f → %.2f", p.TTFT.P90, tp.TTFT.P90))
 	}
+	bo, to := base.Overall, tuned.Overall
+	fmt.Fprintf(w, "%-10s %-26s %-26s\n", "whole run", pctp(bo.WronglyHeldRate)+" → "+pctp(to.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", bo.TTFT.P90, to.TTFT.P90))
+	fmt.Fprintln(w)
+	writeCosts(w, base, tuned, def.BarTokens(), changes)
 	var hs []string
 	for k, v := range holds {
 		hs = append(hs, fmt.Sprintf("%s ×%d", k, v))
 	}
 	sort.Strings(hs)
 	fmt.Fprintf(w, "\napplies: %d   holds: %s\n", applies, strings.Join(hs, ", "))
+	fmt.Fprintln(w, overallVerdict(bo, to))
 	return nil
 }

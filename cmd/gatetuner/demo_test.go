@@ -57,6 +57,20 @@ func TestShiftStillApplies(t *testing.T) {
 	if !strings.Contains(out, "default→tuned") || !strings.Contains(out, "+++ ") {
 		t.Fatalf("the demo shows no applied diff or no summary:\n%s", out)
 	}
+	// It explains itself: a reason on every applied or held row, the bar's
+	// units, the whole run and a plain verdict.
+	rows := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d \S+\s+(held|applied)\s.*$`).FindAllString(out, -1)
+	why := regexp.MustCompile(`\d\.\d\d\s+\S+.*[a-z]{4}`)
+	for _, r := range rows {
+		if !why.MatchString(r) {
+			t.Errorf("row without a reason: %q", r)
+		}
+	}
+	for _, want := range []string{"bar = maxTTFTPenaltyMs × peakPrefillThroughput / 1000 = ", "whole run", "overall: ", "gatetuner set this value"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo output lacks %q:\n%s", want, out)
+		}
+	}
 	t.Logf("%d applies in %d cycles", applies, cycles)
 }
 

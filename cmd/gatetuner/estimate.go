@@ -61,8 +61,9 @@ machine-readable reasons when it is Inconclusive (docs/estimator.md).
 simulator (--scenario NAME|FILE [--seed N]) or by scraping --scrape host:port,...
 (vLLM pods) and --scrape-epp host:port,... for --scrape-duration.
 
-Exit codes: 0 estimates printed (Inconclusive ones included), 1 a failure while
-filling the embedded Prometheus, 2 a usage or configuration error.`,
+Exit codes (docs/cli.md): 0 the drain rate was estimated (or a prior stands in),
+1 Prometheus could not be queried or the embedded one could not be filled, 2 a
+usage or configuration error, 3 the drain rate is inconclusive (reasons printed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runEstimate(cmd.Context(), a, &o) },
 	}
@@ -308,9 +309,27 @@ func runEstimate(ctx context.Context, a *app, o *estimateOpts) error { //nolint:
 		return asUsage(err)
 	}
 	if o.output == "json" {
-		return jsonenc.Encode(a.stdout, e, "  ")
+		err = jsonenc.Encode(a.stdout, e, "  ")
+	} else {
+		err = writeEstimatesText(a.stdout, e)
 	}
-	return writeEstimatesText(a.stdout, e)
+	if err != nil {
+		return err
+	}
+	return estimateExit(o.prometheus, e)
+}
+
+// estimateExit: exit 1 when Prometheus could not be asked (an unreachable
+// server must not read as a quiet pool), 3 when the drain rate is
+// inconclusive, else nil.
+func estimateExit(url string, e *estimator.Estimates) error {
+	if pf := promFailure(e); pf != nil {
+		return asFailure(fmt.Errorf("prometheus %s could not be queried (%s): %s", url, pf.Code, pf.Detail))
+	}
+	if e.DrainRate.Status == estimator.StatusInconclusive {
+		return nothingErr("%s: the drain rate is inconclusive (see the reasons above)", e.Target)
+	}
+	return nil
 }
 
 // fillFromScenario runs the simulator into the embedded TSDB through its

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,28 +22,6 @@ var (
 	version = "dev"
 	commit  = "unknown"
 )
-
-// exitError carries a process exit code.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// usageErr is a usage or configuration error found before any work: exit 2.
-func usageErr(format string, a ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
-}
-
-// asUsage marks err as a usage/configuration error (exit 2).
-func asUsage(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: 2, err: err}
-}
 
 // app holds what every command shares: output streams and configuration.
 type app struct {
@@ -91,14 +68,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	fmt.Fprintf(stderr, "gatetuner: %v\n", err)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") {
-		return 2
-	}
-	return 1
+	return exitCode(err)
 }
 
 func main() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
@@ -52,7 +53,12 @@ same change is spliced into that file instead (an EndpointPickerConfig or a Conf
 manifest in your repository), so 'git apply' takes it.
 
 Without a config, --scenario runs the fleet simulator into an embedded Prometheus and
-recommends for the EPP config given with --epp-config, as if it ran that fleet.`,
+recommends for the EPP config given with --epp-config, as if it ran that fleet.
+
+Exit codes (docs/cli.md): 0 every target has a recommendation that passed its guards
+(or one equal to the current setting: "no change"), 1 a cycle errored, the target
+cannot be edited or Prometheus could not be queried, 2 a usage or config error, 3 a
+target held (with -o patch nothing of it is printed; the hold is on stderr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRecommend(cmd.Context(), a, &o) },
 	}
@@ -118,14 +124,17 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 	}
 	switch o.output {
 	case "json":
-		return jsonenc.Encode(a.stdout, reps, "  ")
+		if err := jsonenc.Encode(a.stdout, reps, "  "); err != nil {
+			return err
+		}
 	case "patch":
-		return writePatches(a.stdout, reps, o.patchFile, cfg)
+		return writePatches(a.stdout, a.stderr, reps, o.patchFile, cfg)
+	default:
+		for _, r := range reps {
+			writeReport(a.stdout, r)
+		}
 	}
-	for _, r := range reps {
-		writeReport(a.stdout, r)
-	}
-	return nil
+	return cyclesExit(reps)
 }
 
 // simulatedWorld runs the scenario into an embedded Prometheus and returns a
@@ -134,6 +143,11 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
+	}
+	if o.phase != "" {
+		if _, err := sc.PhaseIndex(o.phase); err != nil {
+			return nil, deps, nil, usageErr("--phase: %v", err)
+		}
 	}
 	prof, err := gate.LookupProfile(o.profile)
 	if err != nil {
@@ -207,10 +221,18 @@ func simPolicy(sc *fleetsim.Scenario) config.Policy {
 	return p
 }
 
-func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
+func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
+	var worst error
 	for _, r := range reps {
+		if err := cycleOutcome(r); err != nil { // a held change is never printed
+			fmt.Fprintf(stderr, "gatetuner: %v\n", err)
+			if worst == nil || exitCode(err) == exitFailure {
+				worst = err
+			}
+			continue
+		}
 		if len(r.NewConfig) == 0 {
-			fmt.Fprintf(os.Stderr, "gatetuner: %s: no change to patch (%s)\n", r.Target, holdText(r))
+			fmt.Fprintf(stderr, "gatetuner: %s: no change: the recommendation is the current setting (%s)\n", r.Target, holdText(r))
 			continue
 		}
 		if patchFile == "" {
@@ -251,6 +273,9 @@ func writePatches(w io.Writer, reps []*tuner.Report, patchFile string, cfg *conf
 		}
 		name := repoPath(patchFile)
 		fmt.Fprint(w, eppconfig.Diff("a/"+name, "b/"+name, data, out))
+	}
+	if worst != nil {
+		return &exitError{code: exitCode(worst), err: fmt.Errorf("no patch for %d of %d targets (see above)", countFailed(reps), len(reps))}
 	}
 	return nil
 }
@@ -359,4 +384,73 @@ func holdText(r *tuner.Report) string {
 		return string(r.Hold.Reason) + ": " + r.Hold.Detail
 	}
 	return string(r.Result)
+}
+
+// promFailures are the estimator reasons that mean Prometheus could not be
+// asked, as opposed to data that says too little.
+var promFailures = map[estimator.ReasonCode]bool{
+	estimator.ReasonPrometheusUnavailable: true, estimator.ReasonPrometheusTimeout: true,
+	estimator.ReasonPrometheusRejected: true, estimator.ReasonBadResponse: true, estimator.ReasonBadQuery: true,
+}
+
+// promFailure returns the first reason that says Prometheus could not be asked.
+func promFailure(e *estimator.Estimates) *estimator.Reason {
+	if e == nil {
+		return nil
+	}
+	for i, r := range e.Reasons {
+		if promFailures[r.Code] {
+			return &e.Reasons[i]
+		}
+	}
+	return nil
+}
+
+// cycleOutcome classifies one dry-run cycle: nil when it produced a
+// recommendation that passed its guards (or one equal to the current
+// setting), exit 1 when it could not run or could not edit the target or
+// ask Prometheus, exit 3 when the tuner held.
+func cycleOutcome(r *tuner.Report) error {
+	switch {
+	case r.Result == tuner.ResultError:
+		return asFailure(fmt.Errorf("%s: the cycle failed: %s", r.Target, r.Error))
+	case r.Hold != nil && r.Hold.Reason == tuner.HoldTargetError:
+		return asFailure(fmt.Errorf("%s: cannot edit this target: %s", r.Target, r.Hold.Detail))
+	}
+	if pf := promFailure(r.Estimates); pf != nil {
+		return asFailure(fmt.Errorf("%s: Prometheus could not be queried (%s): %s", r.Target, pf.Code, pf.Detail))
+	}
+	if r.Result == tuner.ResultHeld && (r.Recommendation == nil || len(r.NewConfig) > 0) {
+		return nothingErr("%s: held (%s): %s", r.Target, r.Hold.Reason, r.Hold.Detail)
+	}
+	return nil
+}
+
+// cyclesExit is the exit of a dry run over several targets: the first
+// failure (exit 1), else the first hold (exit 3), else nil.
+func cyclesExit(reps []*tuner.Report) error {
+	var held error
+	for _, r := range reps {
+		err := cycleOutcome(r)
+		if err == nil {
+			continue
+		}
+		if exitCode(err) == exitFailure {
+			return err
+		}
+		if held == nil {
+			held = err
+		}
+	}
+	return held
+}
+
+func countFailed(reps []*tuner.Report) int {
+	n := 0
+	for _, r := range reps {
+		if cycleOutcome(r) != nil {
+			n++
+		}
+	}
+	return n
 }

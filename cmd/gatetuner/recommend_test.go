@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestPatchAppliesFromRepositoryRoot(t *testing.T) {
 			cfg := &config.Config{Targets: []config.Target{{Name: "t", File: path}}}
 
 			var target bytes.Buffer
-			if err := writePatches(&target, []*tuner.Report{rep}, "", cfg); err != nil {
+			if err := writePatches(&target, io.Discard, []*tuner.Report{rep}, "", cfg); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(target.String(), "--- a/deploy/llm-d/"+form+"\n+++ b/deploy/llm-d/"+form+"\n") {
@@ -99,7 +100,7 @@ func TestPatchAppliesFromRepositoryRoot(t *testing.T) {
 			gitApplyCheck(t, root, target.String())
 
 			var pf bytes.Buffer
-			if err := writePatches(&pf, []*tuner.Report{rep}, path, cfg); err != nil {
+			if err := writePatches(&pf, io.Discard, []*tuner.Report{rep}, path, cfg); err != nil {
 				t.Fatal(err)
 			}
 			if pf.String() != target.String() {
@@ -140,7 +141,7 @@ func TestPatchFileRefusesAnotherConfigsNumbers(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			err := writePatches(&out, []*tuner.Report{rep}, path, cfg)
+			err := writePatches(&out, io.Discard, []*tuner.Report{rep}, path, cfg)
 			if err == nil || !errors.Is(err, errPatchBase) {
 				t.Fatalf("writePatches = %v, want a refusal wrapping errPatchBase; output:\n%s", err, out.String())
 			}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -50,7 +52,11 @@ Event on the ConfigMap, and in rollout mode a restart of the EPP Deployment, awa
 A failure hold left by an automatic rollback does not block it; a pause does.
 
 The history lives in the ConfigMap's gatetuner.dev/history annotation (or, for --file,
-in PATH.gatetuner.json). --dry-run prints the diff only.`,
+in PATH.gatetuner.json). --dry-run prints the diff only.
+
+Exit codes (docs/cli.md): 0 restored, or nothing to restore; 1 a failed write or
+rollout; 2 a usage error, or a config or ConfigMap that is missing or malformed;
+3 held (the target is paused).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := o.sinkTarget()
@@ -181,6 +187,10 @@ func runRollback(ctx context.Context, a *app, t sink.Target, opts sink.Options, 
 	}
 	snap, err := s.Read(ctx)
 	if err != nil {
+		// A config that is not there or not readable is the caller's to fix.
+		if errors.Is(err, fs.ErrNotExist) || apierrors.IsNotFound(err) || errors.Is(err, sink.ErrMalformed) {
+			return asUsage(err)
+		}
 		return err
 	}
 	changes, en, err := sink.RestoreChanges(snap, to)
@@ -216,7 +226,7 @@ func runRollback(ctx context.Context, a *app, t sink.Target, opts sink.Options, 
 	}
 	switch res.Outcome {
 	case sink.OutcomeHeld:
-		return fmt.Errorf("rollback held: %s", res.Hold)
+		return nothingErr("rollback held: %s", res.Hold)
 	case sink.OutcomeUnchanged:
 		fmt.Fprintln(out, "the config already holds those values: nothing written")
 		return nil

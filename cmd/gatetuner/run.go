@@ -96,6 +96,7 @@ func runDaemon(ctx context.Context, a *app, o *runOpts) error {
 			logger.Error("http server", "error", err)
 		}
 	}()
+	d.StartupCheck(ctx) // a target that cannot work warns, shows in /reports and gatetuner_target_up
 	logger.Info("gatetuner running", "version", version, "address", ln.Addr().String(), "targets", len(cfg.Targets),
 		"leaderElection", cfg.LeaderElection.Enabled, "tracing", tr.Exporting)
 	runErr := d.Run(ctx)

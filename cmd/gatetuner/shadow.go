@@ -1,13 +1,12 @@
 package main
 
 import (
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,13 +38,14 @@ break-even, wrongly-held and forfeited rates, excess cost, where the gate input 
 against the bar, and agreement with what the live EPP recorded. --sweep evaluates a
 product of candidate settings in the same pass.
 
-Exit codes: 0 done (bad lines tolerated and reported), 1 a --strict stop or an I/O
-failure mid-run, 2 a usage or config error before reading.`,
+Exit codes (docs/cli.md): 0 done (bad lines tolerated and reported), 1 a --strict
+stop or an I/O failure mid-run, 2 a usage or config error before reading, 3 no
+usable record (the input is empty, every line is bad, or every record was skipped).`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error { return runShadow(a, &o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.records, "records", "", "gate records file (JSON lines), or - for stdin")
+	f.StringVar(&o.records, "records", "", "gate records file (JSON lines, gzip detected), or - for stdin")
 	f.StringVar(&o.eppConfig, "epp-config", "", "EndpointPickerConfig YAML, or a ConfigMap manifest holding one")
 	f.StringVar(&o.plugin, "plugin", "", "filter instance name (required when the config has several); also skips records of other instances")
 	f.StringVar(&o.key, "configmap-key", "", "ConfigMap data key holding the config (when several do)")
@@ -124,15 +124,7 @@ func runShadow(a *app, o *shadowOpts) error {
 			return usageErr("--records: %v", err)
 		}
 		defer fh.Close()
-		in = fh
-		if strings.HasSuffix(o.records, ".gz") {
-			zr, err := gzip.NewReader(fh)
-			if err != nil {
-				return usageErr("--records %s: %v", o.records, err)
-			}
-			defer zr.Close()
-			in = zr
-		}
+		in = fh // gzip is detected by its magic bytes (records.NewReader)
 	}
 	var out *atomicFile
 	if o.decisionsOut != "" {
@@ -176,9 +168,21 @@ func runShadow(a *app, o *shadowOpts) error {
 		sum.Caveats = append(sum.Caveats, fmt.Sprintf("maxInFlightRequestsDelta=%d: the request-count gate is not modelled; decisions it changed show as disagreement", params.MaxInFlightRequestsDelta))
 	}
 	if o.output == "json" {
-		return sum.WriteJSON(a.stdout)
+		err = sum.WriteJSON(a.stdout)
+	} else {
+		err = sum.WriteText(a.stdout)
 	}
-	return sum.WriteText(a.stdout)
+	if err != nil {
+		return err
+	}
+	if st.Read == 0 {
+		name := o.records
+		if name == "-" {
+			name = "stdin"
+		}
+		return nothingErr("%s: no usable record: %d bad lines, %d skipped by --target/--plugin", name, st.Bad, st.Skipped)
+	}
+	return nil
 }
 
 // needsPPT reports whether the settings' decision divides by the throughput.
@@ -224,19 +228,40 @@ func createAtomic(path string) (*atomicFile, error) {
 	return &atomicFile{File: f, path: path}, nil
 }
 
+// Write writes to the temporary file; its errors name the path the user gave.
+func (f *atomicFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, f.named(err)
+}
+
 // Commit syncs, closes and renames the file into place.
 func (f *atomicFile) Commit() error {
 	if err := f.Sync(); err != nil {
-		return err
+		return f.named(err)
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return f.named(err)
 	}
 	if err := os.Rename(f.Name(), f.path); err != nil {
-		return err
+		return f.named(err)
 	}
 	f.done = true
 	return nil
+}
+
+// named rewrites an error about the temporary file to name f.path.
+func (f *atomicFile) named(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s %s: %w", pe.Op, f.path, pe.Err)
+	case errors.As(err, &le):
+		return fmt.Errorf("%s %s: %w", le.Op, f.path, le.Err)
+	}
+	return fmt.Errorf("%s: %w", f.path, err)
 }
 
 // Abort removes the temporary file unless it was committed.

@@ -105,9 +105,27 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 			return asUsage(err)
 		}
 	}
+	for _, ph := range []struct{ flag, name string }{{"--first", o.first}, {"--last", o.last}} {
+		if ph.name == "" {
+			continue
+		}
+		if _, err := sc.PhaseIndex(ph.name); err != nil {
+			return usageErr("%s: %v", ph.flag, err)
+		}
+	}
 	plugin := o.plugin
 	if plugin == "" && o.eppConfig != "" {
 		plugin = sc.EPP.Plugin
+		// As --help says: the scenario's plugin, else the config's only instance.
+		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
+			plugin = ""
+		}
+	}
+	if o.eppConfig != "" {
+		// The same reader as every other command: one file:line per error.
+		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
+			return asUsage(err)
+		}
 	}
 	if o.live {
 		return runSimulateLive(ctx, a, o, sc, prof, plugin)
@@ -120,9 +138,6 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 	}
 	if o.eppConfig != "" {
 		s, err := (fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings()
-		if err != nil && plugin == sc.EPP.Plugin && o.plugin == "" {
-			s, err = (fleetsim.EPPConfigFile{Path: o.eppConfig, Profile: prof}).LoadSettings()
-		}
 		if err != nil {
 			return asUsage(err)
 		}

@@ -23,6 +23,8 @@ type Truth struct {
 	ScrapeIntervalSeconds float64        `json:"scrapeIntervalSeconds"`
 	Saturation            SaturationRule `json:"saturation"`
 	Phases                []PhaseTruth   `json:"phases"`
+	// Overall pools the measured phases' requests and verdicts.
+	Overall OverallTruth `json:"overall"`
 	// Windows lists every saturated window of every pod, in time then pod order.
 	Windows []Window `json:"windows"`
 	// Exporters is what the run exported and what Prometheus can see of it.
@@ -53,6 +55,15 @@ type EngineTruth struct {
 	Port     int    `json:"port"`
 	Endpoint string `json:"endpoint"`
 	Scraped  bool   `json:"scraped"`
+}
+
+// OverallTruth is the whole measured range: every phase's requests pooled.
+type OverallTruth struct {
+	Requests int `json:"requests"`
+	// TTFT is arrival to first token over every finished request, in seconds.
+	TTFT Quantiles `json:"ttftSeconds"`
+	// WronglyHeldRate = held_wrong / known over every phase; null when nothing is known.
+	WronglyHeldRate *float64 `json:"wronglyHeldRate"`
 }
 
 // SaturationRule defines a saturated window. Windows are the consecutive
@@ -468,6 +479,8 @@ func (s *sim) truth() *Truth {
 	if s.live {
 		end = s.now
 	}
+	var allTTFT []float64
+	var heldWrong, known int64
 	for pi := range s.sc.Phases {
 		ps, pe := s.phaseStart[pi], s.phaseEnd[pi]
 		if pe <= s.measStart || ps >= end {
@@ -535,6 +548,13 @@ func (s *sim) truth() *Truth {
 		}
 		pt.ExcessTokens = ExcessTokens{HeldWrong: acc.excessHeld, Released: acc.excessRel}
 		t.Phases = append(t.Phases, pt)
+		allTTFT = append(allTTFT, acc.ttft...)
+		t.Overall.Requests += acc.requests
+		heldWrong, known = heldWrong+pt.Verdicts.HeldWrong, known+pt.Verdicts.Known()
+	}
+	t.Overall.TTFT = quantiles(allTTFT)
+	if known > 0 {
+		t.Overall.WronglyHeldRate = ptr(float64(heldWrong) / float64(known))
 	}
 	return t
 }

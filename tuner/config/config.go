@@ -214,6 +214,9 @@ func Load(v *viper.Viper) (*Config, error) {
 	if err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","))
 	}); err != nil {
+		if uk := unknownKeyError(v.ConfigFileUsed(), err); uk != nil {
+			return nil, uk
+		}
 		return nil, fmt.Errorf("config %s: %w", orStdin(v.ConfigFileUsed()), oneLine(err))
 	}
 	if err := c.complete(); err != nil {
@@ -314,49 +317,58 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 func (c *Config) completeTarget(t *Target) error {
 	t.Policy = merge(t.Policy, c.Defaults)
+	// One pass reports every problem of the target, not the first of them.
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	if t.Name == "" {
-		return fmt.Errorf("name is required")
+		bad("name is required")
 	}
 	switch {
 	case t.File != "" && t.ConfigMap != "":
-		return fmt.Errorf("set either file or configMap, not both")
+		bad("set either file or configMap, not both")
 	case t.File == "" && t.ConfigMap == "":
-		return fmt.Errorf("configMap (with namespace) or file is required")
+		bad("configMap (with namespace) or file is required")
 	case t.StateFile != "" && t.File == "":
-		return fmt.Errorf("stateFile goes with file (a ConfigMap keeps its state in annotations)")
+		bad("stateFile goes with file (a ConfigMap keeps its state in annotations)")
 	case t.ConfigMap != "":
 		if !dnsLabel.MatchString(t.ConfigMap) {
-			return fmt.Errorf("configMap: %q is not a valid name", t.ConfigMap)
+			bad("configMap: %q is not a valid name", t.ConfigMap)
 		}
 		if t.Namespace == "" || !dnsLabel.MatchString(t.Namespace) {
-			return fmt.Errorf("namespace: %q is not a valid namespace", t.Namespace)
+			bad("namespace: %q is not a valid namespace", t.Namespace)
 		}
 	}
-	if t.Mode == ModeRollout && t.Deployment == "" {
-		return fmt.Errorf("mode rollout needs deployment (the EPP Deployment to restart)")
-	}
 	if t.Mode == ModeRollout && t.File != "" {
-		return fmt.Errorf("mode rollout needs a configMap target; a file target supports off and configmap")
+		bad("mode rollout needs a configMap target; a file target supports off and configmap")
+	} else if t.Mode == ModeRollout && t.Deployment == "" {
+		bad("mode rollout needs deployment (the EPP Deployment to restart)")
 	}
 	if _, err := c.ResolveProfile(t.Profile); err != nil {
-		return fmt.Errorf("profile: %w", err)
+		bad("profile: %v", err)
 	}
 	if t.TTFTSLOMs < 0 || t.PriorPPT < 0 || t.MaxNumBatchedTokens < 0 {
-		return fmt.Errorf("ttftSLOMs, priorPPT and maxNumBatchedTokens must be ≥ 0")
+		bad("ttftSLOMs, priorPPT and maxNumBatchedTokens must be ≥ 0")
 	}
 	if t.DecisionSource == SourceRecords && t.Records.File == "" && t.Records.URL == "" {
-		return fmt.Errorf("decisionSource records needs records.file or records.url")
+		bad("decisionSource records needs records.file or records.url")
 	}
 	if t.Selector.VLLM == "" {
 		if t.Namespace == "" {
-			return fmt.Errorf("selector.vllm is required (PromQL label matchers of the vLLM pods)")
+			bad("selector.vllm is required (PromQL label matchers of the vLLM pods; a file target has no namespace to default it from)")
+		} else {
+			t.Selector.VLLM = fmt.Sprintf(`namespace=%q`, t.Namespace)
 		}
-		t.Selector.VLLM = fmt.Sprintf(`namespace=%q`, t.Namespace)
 	}
 	if t.Selector.EPP == "" {
 		t.Selector.EPP = t.Selector.VLLM
 	}
-	return t.Policy.validate("")
+	if err := t.Policy.validate(""); err != nil {
+		bad("%v", err)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // ResolveProfile returns a built-in or a declared custom profile ("" = default).
@@ -453,53 +465,58 @@ func (p *Policy) validate(prefix string) error {
 		}
 		return prefix + "." + k
 	}
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	switch p.Mode {
 	case ModeOff, ModeConfigMap, ModeRollout:
 	default:
-		return fmt.Errorf("%s: want off, configmap or rollout, got %q", key("mode"), p.Mode)
+		bad("%s: want off, configmap or rollout, got %q", key("mode"), p.Mode)
 	}
 	if _, err := ParseSchedule(p.Schedule); err != nil {
-		return fmt.Errorf("%s: %q: %w", key("schedule"), p.Schedule, err)
+		bad("%s: %q: %v", key("schedule"), p.Schedule, err)
 	}
 	switch p.DecisionSource {
 	case SourceModel, SourceRecords:
 	default:
-		return fmt.Errorf("%s: want prometheus-model or records, got %q", key("decisionSource"), p.DecisionSource)
+		bad("%s: want prometheus-model or records, got %q", key("decisionSource"), p.DecisionSource)
 	}
 	if *p.MinConfidence < 0 || *p.MinConfidence > 1 {
-		return fmt.Errorf("%s: want a value in [0,1], got %v", key("minConfidence"), *p.MinConfidence)
+		bad("%s: want a value in [0,1], got %v", key("minConfidence"), *p.MinConfidence)
 	}
 	if *p.GainRatio <= 0 || *p.GainRatio > 1 {
-		return fmt.Errorf("%s: want a value in (0,1], got %v", key("gainRatio"), *p.GainRatio)
+		bad("%s: want a value in (0,1], got %v", key("gainRatio"), *p.GainRatio)
 	}
 	if *p.MinGainShare < 0 {
-		return fmt.Errorf("%s: want ≥ 0, got %v", key("minGainShare"), *p.MinGainShare)
+		bad("%s: want ≥ 0, got %v", key("minGainShare"), *p.MinGainShare)
 	}
 	if *p.Deadband < 0 || *p.Deadband >= 1 {
-		return fmt.Errorf("%s: want a value in [0,1), got %v", key("deadband"), *p.Deadband)
+		bad("%s: want a value in [0,1), got %v", key("deadband"), *p.Deadband)
 	}
 	if *p.MaxStep < 1 {
-		return fmt.Errorf("%s: want ≥ 1, got %v", key("maxStep"), *p.MaxStep)
+		bad("%s: want ≥ 1, got %v", key("maxStep"), *p.MaxStep)
 	}
 	if *p.DailyBudget < 0 {
-		return fmt.Errorf("%s: want ≥ 0, got %d", key("dailyBudget"), *p.DailyBudget)
+		bad("%s: want ≥ 0, got %d", key("dailyBudget"), *p.DailyBudget)
 	}
 	if p.Lookback < p.SaturationWindow*4 {
-		return fmt.Errorf("%s: %v is shorter than 4 saturation windows (%v)", key("lookback"), p.Lookback, p.SaturationWindow)
+		bad("%s: %v is shorter than 4 saturation windows (%v)", key("lookback"), p.Lookback, p.SaturationWindow)
 	}
 	if w := p.ApplyWindow; w != nil {
 		if _, err := ParseSchedule(w.Schedule); err != nil {
-			return fmt.Errorf("%s: %q: %w", key("applyWindow.schedule"), w.Schedule, err)
+			bad("%s: %q: %v", key("applyWindow.schedule"), w.Schedule, err)
 		}
 		if w.Duration <= 0 {
-			return fmt.Errorf("%s: want a positive duration", key("applyWindow.duration"))
+			bad("%s: want a positive duration", key("applyWindow.duration"))
 		}
 	}
 	if p.Verification.TTFTMargin < 0 {
-		return fmt.Errorf("%s: want ≥ 0", key("verification.ttftMargin"))
+		bad("%s: want ≥ 0", key("verification.ttftMargin"))
 	}
 	if *p.BlockSizeTokens <= 0 {
-		return fmt.Errorf("%s: want > 0", key("blockSizeTokens"))
+		bad("%s: want > 0", key("blockSizeTokens"))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -77,6 +77,7 @@ type Daemon struct {
 	ready   atomic.Bool
 	beat    atomic.Int64 // unix nanos of the scheduler's last heartbeat
 	elector *leader.Elector
+	q       prom.Querier // for the startup check
 }
 
 // New builds the daemon's targets from the config.
@@ -101,6 +102,7 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.q = q
 	d.kube = deps.Kube
 	needKube := cfg.LeaderElection.Enabled
 	for _, t := range cfg.Targets {
@@ -118,7 +120,10 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 		tg, err := d.buildTarget(ct, q)
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("target %s: %w", ct.Name, err)
+			if !strings.HasPrefix(err.Error(), "target "+ct.Name+":") { // no "target a: target a:"
+				err = fmt.Errorf("target %s: %w", ct.Name, err)
+			}
+			return nil, err
 		}
 		d.targets = append(d.targets, tg)
 	}

@@ -8,6 +8,7 @@ package records
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,7 @@ type Reader struct {
 	names    []byte // arena for endpoint names and other strings of one record
 	stats    Stats
 	badLines []LineError
+	sniffed  bool // the input was checked for gzip
 }
 
 // NewReader returns a reader over r.
@@ -139,6 +141,11 @@ func (r *Reader) Next() (*Record, error) {
 var errLineTooLong = errors.New("line too long")
 
 func (r *Reader) readLine() ([]byte, error) {
+	if !r.sniffed {
+		if err := r.sniff(); err != nil {
+			return nil, err
+		}
+	}
 	r.line++
 	line, err := r.br.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(line) > 0) {
@@ -170,6 +177,21 @@ func (r *Reader) readLine() ([]byte, error) {
 			return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
 		}
 	}
+}
+
+// sniff decompresses the input when it starts with the gzip magic bytes
+// (1f 8b), whatever the file is called or when it arrives on stdin.
+func (r *Reader) sniff() error {
+	r.sniffed = true
+	if b, _ := r.br.Peek(2); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return nil
+	}
+	zr, err := gzip.NewReader(r.br)
+	if err != nil {
+		return fmt.Errorf("read records: gzip: %w", err)
+	}
+	r.br = bufio.NewReaderSize(zr, r.br.Size())
+	return nil
 }
 
 // keep copies b into the record's arena.

@@ -264,13 +264,14 @@ func (s *Summary) WriteText(w io.Writer) error {
 			if r.ExcessCost.Seconds != nil {
 				secs = num(*r.ExcessCost.Seconds)
 			}
-			note := ""
 			if r.Invalid != "" {
-				note = "REJECTED BY PROFILE: " + r.Invalid
+				// Not a setting the EPP would run: no numbers that read like a result.
+				fmt.Fprintf(tw, "  %s\trejected\t-\t-\t-\t-\t-\t-\tthe EPP would refuse it: %s\n", r.Label, r.Invalid)
+				continue
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Label, num(r.Settings.BarTokens),
 				r.Verdicts[gate.HeldWrong], r.Verdicts[gate.ReleasedWrong], pct(r.Rates.WronglyHeld), pct(r.Rates.Forfeited),
-				num(r.ExcessCost.Tokens), secs, note)
+				num(r.ExcessCost.Tokens), secs, "")
 		}
 		tw.Flush()
 	}

@@ -55,7 +55,7 @@ func (s *fileStore) source() string { return s.target.File }
 func (s *fileStore) load(context.Context) (*object, error) {
 	text, err := os.ReadFile(s.path)
 	if err != nil {
-		return nil, fmt.Errorf("read EPP config %s: %w", s.path, err)
+		return nil, fmt.Errorf("read EPP config %s: %w", s.target.File, pathless(err))
 	}
 	side, err := os.ReadFile(s.sidecar)
 	var st State
@@ -84,7 +84,7 @@ func fileVersion(text, side []byte) string {
 func (s *fileStore) write(_ context.Context, base *object, text []byte, st State) (*object, error) {
 	cur, err := os.ReadFile(s.path)
 	if err != nil {
-		return nil, fmt.Errorf("read EPP config %s: %w", s.path, err)
+		return nil, fmt.Errorf("read EPP config %s: %w", s.target.File, pathless(err))
 	}
 	side, err := os.ReadFile(s.sidecar)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOnePassReportsEveryProblem: a target's problems come in one error,
+// not one per round of fixing.
+func TestOnePassReportsEveryProblem(t *testing.T) {
+	_, err := load(t, "targets:\n- name: a\n  file: /tmp/epp.yaml\n  mode: rollout\n  minConfidence: 2\n  deadband: 1\n", nil)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"a file target supports off and configmap", "selector.vllm is required", "minConfidence", "deadband"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "needs deployment") {
+		t.Errorf("a file target is told to add a deployment it cannot use: %q", err)
+	}
+}
+
+// TestUnknownKeyAsWritten: an unknown key is reported as the user wrote it,
+// with its file and line and the key it was likely meant to be.
+func TestUnknownKeyAsWritten(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"in a target", "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  minConfidance: 0.5\n",
+			`gatetuner.yaml:5: targets[0]: unknown key "minConfidance" (did you mean "minConfidence"?)`},
+		{"nested", "prometheus:\n  url: http://p:9090\ntargets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  selector:\n    vLLM: x\n    ePPP: y\n",
+			`gatetuner.yaml:9: targets[0].selector: unknown key "ePPP" (did you mean "epp"?)`},
+		{"at the top", "Prometheus:\n  url: http://p:9090\npromethus:\n  url: x\ntargets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n",
+			`gatetuner.yaml:3: unknown key "promethus" (did you mean "prometheus"?)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "decoding failed") || strings.Contains(err.Error(), "; ;") {
+				t.Fatalf("raw decoder text in %q", err)
+			}
+		})
+	}
+}
