@@ -20,6 +20,7 @@ type Estimator struct {
 	q     prom.Querier
 	clock func() time.Time
 	cfg   Config
+	rates rateEstimators
 
 	mu       sync.Mutex
 	trackers map[string]*Tracker
@@ -38,7 +39,7 @@ func New(q prom.Querier, clock func() time.Time, cfg Config) (*Estimator, error)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("estimator config: %w", err)
 	}
-	return &Estimator{q: q, clock: clock, cfg: cfg, trackers: map[string]*Tracker{}}, nil
+	return &Estimator{q: q, clock: clock, cfg: cfg, rates: newRateEstimators(cfg), trackers: map[string]*Tracker{}}, nil
 }
 
 // Config returns the configuration in force, defaults applied.
