@@ -65,6 +65,24 @@ type drainInputs struct {
 	coverageFrac float64
 	covered      int
 	expectedPods int
+	// podless counts required series without a pod label.
+	podless int
+
+	// hasGeneration: vllm:generation_tokens_total exists. iterTokens and
+	// stepTokens are the step cross-check's sides (NaN when unknown).
+	hasGeneration          bool
+	iterTokens, stepTokens float64
+}
+
+// vllmPodNames are the pod label values of the vLLM series.
+func (d *drainInputs) vllmPodNames() []string {
+	out := make([]string, 0, len(d.expectedVLLM))
+	for _, k := range d.expectedVLLM {
+		if k.pod != "" {
+			out = append(out, k.pod)
+		}
+	}
+	return out
 }
 
 func promDur(d time.Duration) string { return model.Duration(d).String() }
@@ -116,7 +134,7 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 			// The EPP's endpoints only add to the expected pods: when the
 			// EPP cannot be read, coverage rests on the vLLM pods (the
 			// in-flight and routing parts carry the failure).
-			v, err := r.instant("sum by (endpoint_name) (increase("+vec(mEPPAttempts, t.EPPSelector)+"["+w+"]))", at)
+			v, err := r.instant(attempts(f, t.EPPSelector, w), at)
 			if err == nil {
 				d.routed = v
 			}
@@ -130,7 +148,13 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 			d.winErr.set(err)
 		})
 	}
-	window(&d.wait, "min by ("+byEngine+") (min_over_time("+vec(mWaiting, sel)+"["+w+"]))")
+	// The backlog: requests waiting for capacity where vLLM splits the
+	// gauge by reason (since PR #38435), else every waiting request.
+	waiting := vec(mWaiting, sel)
+	if f.WaitingCapacity != "" {
+		waiting = vec(mWaitingByReason, sel, `reason="capacity"`)
+	}
+	window(&d.wait, "min by ("+byEngine+") (min_over_time("+waiting+"["+w+"]))")
 	window(&d.samples, "min by ("+byEngine+") (count_over_time("+vec(mWaiting, sel)+"["+w+"]))")
 	if f.KVUsage != "" {
 		window(&d.kv, "max by ("+byEngine+") (max_over_time("+vec(f.KVUsage, sel)+"["+w+"]))")
@@ -173,14 +197,47 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 		}
 		if f.StepCount != "" {
 			window(&d.steps, "sum by ("+byEngine+") (rate("+vec(f.StepCount, sel)+"["+w+"]))")
+			e.queueStepCheck(r, d)
 		}
 		if f.InterTokenLatency != "" {
 			window(&d.decodes, "sum by ("+byEngine+") (rate("+vec(f.InterTokenLatency+"_count", sel)+"["+w+"]))")
-			if f.StepCount == "" {
-				window(&d.itlSum, "sum by ("+byEngine+") (rate("+vec(f.InterTokenLatency+"_sum", sel)+"["+w+"]))")
-			}
+			// Steps from the ITL: without the iteration histogram, or when it misses steps.
+			window(&d.itlSum, "sum by ("+byEngine+") (rate("+vec(f.InterTokenLatency+"_sum", sel)+"["+w+"]))")
 		}
 	}
+}
+
+// queueStepCheck queues the cross-check of the iteration histogram: the
+// tokens it observed over the lookback against the computed prompt tokens
+// plus the generated tokens. vLLM observes it only on steps that emit an
+// output (docs/estimator.md), so prefill-only steps are missing from its
+// count wherever its tokens fall short.
+func (e *Estimator) queueStepCheck(r *runner, d *drainInputs) {
+	if d.cs == nil || !d.hasGeneration {
+		return
+	}
+	sel, lb, at := d.t.VLLMSelector, promDur(d.cfg.Lookback), d.at
+	for _, q := range []struct {
+		dst  *float64
+		expr string
+	}{
+		{&d.iterTokens, "sum(increase(" + vec(mIterationTokens+"_sum", sel) + "[" + lb + "]))"},
+		{&d.stepTokens, "sum(" + d.cs.expr(sel, "increase", lb, byEngine) + ") + sum(increase(" + vec(mGenerationToks, sel) + "[" + lb + "]))"},
+	} {
+		q := q
+		*q.dst = math.NaN()
+		r.spawn(func() {
+			if v, err := r.instant(q.expr, at); err == nil && len(v) > 0 {
+				*q.dst = float64(v[0].Value)
+			}
+		})
+	}
+}
+
+// stepsUnobserved reports whether the iteration histogram's tokens fall
+// more than 2 % short of the computed plus generated tokens.
+func (d *drainInputs) stepsUnobserved() bool {
+	return finite(d.iterTokens) && finite(d.stepTokens) && d.stepTokens > 0 && d.iterTokens < 0.98*d.stepTokens
 }
 
 // perRequestTokens is A's numerator: vllm:request_prefill_kv_computed_tokens
@@ -204,6 +261,9 @@ func (d *drainInputs) coverage() Coverage {
 	has := map[podKey]map[string]bool{}
 	for _, s := range d.presence {
 		k := podKey{string(s.Metric["namespace"]), string(s.Metric["pod"])}
+		if k.pod == "" {
+			d.podless++
+		}
 		if has[k] == nil {
 			has[k] = map[string]bool{}
 		}
@@ -411,6 +471,11 @@ func (d *drainInputs) evidence(stale *Reason) *evidence {
 	switch {
 	case d.covErr.get() != nil:
 		ev.unreadable = []Reason{failReason("", d.covErr.get())}
+		return ev
+	case d.podless > 0:
+		ev.unreadable = []Reason{{Code: ReasonPodLabelMissing, Detail: fmt.Sprintf(
+			"%d required vLLM series of {%s} carry no pod label: engines are told apart by namespace, pod and engine, and joined to the EPP's endpoints by pod; scrape vLLM with a PodMonitor, or relabel __meta_kubernetes_pod_name to pod",
+			d.podless, d.t.VLLMSelector)}}
 		return ev
 	case stale != nil:
 		ev.unreadable = []Reason{*stale}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,7 +81,19 @@ func (e *Estimator) Estimate(ctx context.Context, t Target, at time.Time) (*Esti
 	return est, nil
 }
 
+// joinCodes are the reasons a target's series cannot be joined or found:
+// the whole estimate is Inconclusive with them (docs/estimator.md, "Joins").
+var joinCodes = map[ReasonCode]bool{
+	ReasonEndpointNamesUnmatched: true, ReasonInFlightProducerAmbiguous: true, ReasonInFlightProducerNotFound: true,
+	ReasonSelectorMatchesNothing: true, ReasonPodLabelMissing: true,
+}
+
 func overallStatus(est *Estimates) Status {
+	for _, r := range est.Reasons {
+		if joinCodes[r.Code] {
+			return StatusInconclusive
+		}
+	}
 	switch {
 	case est.Prompt.Status != StatusOK:
 		return StatusInconclusive
@@ -233,10 +246,16 @@ func features(v, p detection, t Target) (Features, *computedSource) {
 		f.PromptHistogram = mPromptHist
 	case p.has(mEPPInputTokens + "_count"):
 		f.PromptHistogram = mEPPInputTokens
+	case p.has(mGIEInputTokens + "_count"):
+		f.PromptHistogram = mGIEInputTokens
+		f.Legacy = append(f.Legacy, mGIEInputTokens)
 	}
 	switch {
 	case p.has(mEPPCachedTokens + "_count"):
 		f.CachedTokens = mEPPCachedTokens
+	case p.has(mGIECachedTokens + "_count"):
+		f.CachedTokens = mGIECachedTokens
+		f.Legacy = append(f.Legacy, mGIECachedTokens)
 	case v.has(mPrefixHits) && v.has(mPrefixQueries):
 		f.CachedTokens = mPrefixHits
 	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
@@ -249,8 +268,15 @@ func features(v, p detection, t Target) (Features, *computedSource) {
 	if p.has(mEPPInflightReqs) {
 		f.InFlightRequests = mEPPInflightReqs
 	}
-	if p.has(mEPPAttempts) {
+	switch {
+	case p.has(mEPPAttempts):
 		f.Routing = mEPPAttempts
+	case p.has(mGIEAttempts):
+		f.Routing = mGIEAttempts
+		f.Legacy = append(f.Legacy, mGIEAttempts)
+	}
+	if v.has(mWaitingByReason) {
+		f.WaitingCapacity = mWaitingByReason + `{reason="capacity"}`
 	}
 	sort.Strings(f.Legacy)
 	f.Legacy = compactStrings(f.Legacy)
@@ -277,11 +303,14 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	// Phase 1: which names exist.
 	var vdet, pdet detection
 	var verr, perr error
+	epp := &eppInputs{}
 	r.spawn(func() { vdet, verr = e.detect(r, t.VLLMSelector, vllmProbe, at) })
 	if t.EPPSelector != "" {
 		r.spawn(func() { pdet, perr = e.detect(r, t.EPPSelector, eppProbe, at) })
+		e.queueProducers(r, t, at, epp)
 	}
 	r.wait()
+	epp.chooseProducer(t)
 	if verr != nil {
 		inconclusiveAll(est, failReason(partFeatures, verr))
 		return est
@@ -292,21 +321,22 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	}
 	f, cs := features(vdet, pdet, t)
 	est.Features = f
+	est.Shape = Shape{VLLM: inferVLLM(vdet.has), EPP: inferEPP(pdet.has), Joins: []Join{}}
 	if len(vdet.seen) == 0 {
 		inconclusiveAll(est, Reason{Code: ReasonNoSeries, Detail: "no vLLM series match {" + t.VLLMSelector + "} in the lookback"})
 		if t.EPPSelector != "" && perr == nil && len(pdet.seen) > 0 {
 			// The EPP's own parts may still stand.
-			e.eppOnly(r, t, at, f, est)
+			e.eppOnly(r, t, at, f, est, epp)
 		}
 		return est
 	}
 
 	// Phase 2: everything else, concurrently.
-	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count")}
+	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count"),
+		hasGeneration: vdet.has(mGenerationToks), iterTokens: math.NaN(), stepTokens: math.NaN()}
 	e.queueDrain(r, d)
 	dist := &distInputs{}
 	e.queueDistributions(r, t, f, at, dist)
-	epp := &eppInputs{}
 	if t.EPPSelector != "" && perr == nil {
 		e.queueEPP(r, t, f, at, epp)
 	}
@@ -332,7 +362,10 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 			rs.Part = partRouting
 			est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{}, Reasons: []Reason{rs}}
 		} else {
-			e.eppResults(f, epp, est)
+			e.eppResults(t, f, epp, est, d.vllmPodNames())
+			if len(pdet.seen) == 0 {
+				e.selectorMatchesNothing(r, t, at, est)
+			}
 		}
 	} else {
 		est.InFlight = InFlight{Status: StatusInconclusive, ReplicaRule: replicaRule, Snapshots: []Snapshot{},
@@ -343,14 +376,37 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	return est
 }
 
+// selectorMatchesNothing holds the EPP parts when the EPP selector matches
+// no EPP series, naming where the EPP's series are.
+func (e *Estimator) selectorMatchesNothing(r *runner, t Target, at time.Time, est *Estimates) {
+	detail := "no EPP series match {" + t.EPPSelector + "} in the lookback"
+	v, err := r.instant("group by (job, namespace, pod, instance) (last_over_time({"+nameRegex([]string{mEPPInflightTokens, mEPPAttempts, mGIEAttempts})+"}["+promDur(e.cfg.Lookback)+"]))", at)
+	if err == nil && len(v) > 0 {
+		var where []string
+		for _, s := range v[:min(len(v), 3)] {
+			where = append(where, s.Metric.String())
+		}
+		detail += "; EPP series exist as " + strings.Join(where, ", ")
+	} else if err == nil {
+		detail += "; no EPP series exist under any selector"
+	}
+	for _, p := range []struct {
+		part string
+		rs   *[]Reason
+		st   *Status
+	}{{partInFlight, &est.InFlight.Reasons, &est.InFlight.Status}, {partRouting, &est.Routing.Reasons, &est.Routing.Status}} {
+		*p.rs = []Reason{{Code: ReasonSelectorMatchesNothing, Part: p.part, Detail: detail}}
+		*p.st = StatusInconclusive
+	}
+}
+
 // eppOnly fills the EPP parts when no vLLM series exist.
-func (e *Estimator) eppOnly(r *runner, t Target, at time.Time, f Features, est *Estimates) {
-	epp := &eppInputs{}
+func (e *Estimator) eppOnly(r *runner, t Target, at time.Time, f Features, est *Estimates, epp *eppInputs) {
 	e.queueEPP(r, t, f, at, epp)
 	r.wait()
 	e.queueFreshness(r, t, at, epp)
 	r.wait()
-	e.eppResults(f, epp, est)
+	e.eppResults(t, f, epp, est, nil)
 }
 
 func allStale(d *drainInputs) bool {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,11 +19,15 @@ type inFlightLayout struct {
 	views     []replicaView
 	seen      []bool
 	routed    map[string][]float64
+	// join maps endpoint names to pods; unjoined collects the endpoints
+	// left out of snapshots (no routed or vLLM pod of that name).
+	join     *endpointJoin
+	unjoined map[string]bool
 }
 
 // layoutInFlight places the token, request and freshness series on d's grid.
-func (e *Estimator) layoutInFlight(d *eppInputs) *inFlightLayout {
-	l := &inFlightLayout{}
+func (e *Estimator) layoutInFlight(d *eppInputs, j *endpointJoin) *inFlightLayout {
+	l := &inFlightLayout{join: j, unjoined: map[string]bool{}}
 	tokEp, tokRep := e.eppSeries(d.tokens, &l.eps, &l.reps)
 	reqEp, reqRep := e.eppSeries(d.reqs, &l.eps, &l.reps)
 	l.n, l.ne, l.nr = d.g.n, len(l.eps.list), len(l.reps.list)
@@ -138,9 +144,18 @@ func (l *inFlightLayout) snapshot(k, ri int, ts time.Time, order []int) Snapshot
 		if math.IsNaN(x) {
 			continue
 		}
-		ld := EndpointLoad{Endpoint: l.eps.list[ei], Tokens: x}
-		if row, ok := l.routed[l.eps.list[ei]]; ok && !math.IsNaN(row[k]) {
-			v := row[k]
+		name := l.eps.list[ei]
+		pod, share, joined := l.join.podOf(name)
+		if !joined {
+			l.unjoined[name] = true
+			continue
+		}
+		ld := EndpointLoad{Endpoint: name, Tokens: x}
+		if pod != name {
+			ld.Pod = pod
+		}
+		if row, ok := l.routed[pod]; ok && !math.IsNaN(row[k]) {
+			v := row[k] / float64(share)
 			ld.Routed = &v
 		}
 		if rq := l.req[base+ei]; !math.IsNaN(rq) {
@@ -158,7 +173,7 @@ func (l *inFlightLayout) snapshot(k, ri int, ts time.Time, order []int) Snapshot
 
 // inFlight builds one snapshot per grid time from the chosen replica,
 // skipping times whose replica is stale or holds non-finite values.
-func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
+func (e *Estimator) inFlight(f Features, d *eppInputs, j *endpointJoin) InFlight {
 	out := InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, StepSeconds: d.g.step.Seconds(), ReplicaRule: replicaRule, Snapshots: []Snapshot{}}
 	if f.InFlightTokens == "" {
 		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: mEPPInflightTokens + " has no series in the lookback"}}
@@ -168,7 +183,7 @@ func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
 		out.Reasons = []Reason{failReason(partInFlight, err)}
 		return out
 	}
-	l := e.layoutInFlight(d)
+	l := e.layoutInFlight(d, j)
 	out.Replicas = append([]string(nil), l.reps.list...)
 	sort.Strings(out.Replicas)
 	order := make([]int, l.ne)
@@ -209,6 +224,16 @@ func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
 	if stale+bad > 0 {
 		out.Reasons = []Reason{{Code: ReasonSnapshotsSkipped, Part: partInFlight,
 			Detail: fmt.Sprintf("%d snapshots skipped: %d stale, %d with NaN or Inf", stale+bad, stale, bad)}}
+	}
+	if len(l.unjoined) > 0 {
+		names := make([]string, 0, len(l.unjoined))
+		for n := range l.unjoined {
+			names = append(names, strconv.Quote(n))
+		}
+		sort.Strings(names)
+		out.Reasons = append(out.Reasons, Reason{Code: ReasonEndpointsUnjoined, Part: partInFlight,
+			Detail: fmt.Sprintf("%d in-flight endpoints left out of the snapshots: no routed or vLLM pod is named like them (departed pods keep their gauges): %s",
+				len(names), strings.Join(names[:min(len(names), 3)], ", "))})
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package estimator
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +22,7 @@ type distInputs struct {
 }
 
 func (e *Estimator) histSelector(t Target, name string) string {
-	if strings.HasPrefix(name, "llm_d_epp_") {
+	if isEPPName(name) {
 		return t.EPPSelector
 	}
 	return t.VLLMSelector
@@ -47,8 +49,8 @@ func (e *Estimator) queueDistributions(r *runner, t Target, f Features, at time.
 	}
 	switch f.CachedTokens {
 	case "":
-	case mEPPCachedTokens:
-		hist(mEPPCachedTokens, &d.cachedBuckets, &d.cachedSum, &d.cachedErr)
+	case mEPPCachedTokens, mGIECachedTokens:
+		hist(f.CachedTokens, &d.cachedBuckets, &d.cachedSum, &d.cachedErr)
 	default:
 		queries := mPrefixQueries
 		if f.CachedTokens == mGPUPrefixHits {
@@ -97,7 +99,7 @@ func histDistribution(part, source string, buckets, sum model.Vector) Distributi
 
 // distResults fills the prompt and cached-token distributions and the request rate.
 func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estimates, stale *Reason) {
-	vllmStale := func(name string) bool { return stale != nil && !strings.HasPrefix(name, "llm_d_epp_") }
+	vllmStale := func(name string) bool { return stale != nil && !isEPPName(name) }
 	switch {
 	case f.PromptHistogram == "":
 		est.Prompt = Distribution{Status: StatusInconclusive, Reasons: []Reason{{Code: ReasonNoSeries, Part: partPrompt,
@@ -131,8 +133,8 @@ func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estima
 		est.Cached = Distribution{Status: StatusInconclusive, Source: f.CachedTokens, Reasons: []Reason{r}}
 	case d.cachedErr.get() != nil:
 		est.Cached = Distribution{Status: StatusInconclusive, Source: f.CachedTokens, Reasons: []Reason{failReason(partCached, d.cachedErr.get())}}
-	case f.CachedTokens == mEPPCachedTokens:
-		est.Cached = histDistribution(partCached, mEPPCachedTokens, d.cachedBuckets, d.cachedSum)
+	case f.CachedTokens == mEPPCachedTokens || f.CachedTokens == mGIECachedTokens:
+		est.Cached = histDistribution(partCached, f.CachedTokens, d.cachedBuckets, d.cachedSum)
 	default:
 		est.Cached = counterCached(f.CachedTokens, d, est.Prompt)
 	}
@@ -171,10 +173,94 @@ type eppInputs struct {
 	inflightErr errSlot
 	routing     model.Vector
 	routingErr  errSlot
+	// producers are the in-flight series' producer_name values (phase 1);
+	// producer the one read, "" when the series carry none.
+	producers []string
+	producer  string
+	// producerReason holds the in-flight part when the producer is ambiguous or absent.
+	producerReason *Reason
+	// nsLabel is the label carrying the EPP's own namespace label.
+	nsLabel string
+}
+
+// queueProducers queues the query naming the in-flight producers and the
+// namespace label of the EPP's series (phase 1).
+func (e *Estimator) queueProducers(r *runner, t Target, at time.Time, d *eppInputs) {
+	r.spawn(func() {
+		v, err := r.instant("count by (producer_name, exported_namespace) (last_over_time("+vec(mEPPInflightTokens, t.EPPSelector)+"["+promDur(e.cfg.Lookback)+"]))", at)
+		if err != nil {
+			return // the in-flight queries fail too and carry the error
+		}
+		seen := map[string]bool{}
+		for _, s := range v {
+			seen[string(s.Metric["producer_name"])] = true
+			if s.Metric["exported_namespace"] != "" {
+				d.nsLabel = "exported_namespace"
+			}
+		}
+		for p := range seen {
+			d.producers = append(d.producers, p)
+		}
+		sort.Strings(d.producers)
+		if len(v) > 0 && d.nsLabel == "" {
+			d.nsLabel = "namespace"
+		}
+	})
+}
+
+// chooseProducer picks the in-flight producer the gate reads: the target's
+// setting (the gate's inFlightLoadProducerName), else the only one.
+func (d *eppInputs) chooseProducer(t Target) {
+	named := make([]string, 0, len(d.producers))
+	for _, p := range d.producers {
+		if p != "" {
+			named = append(named, p)
+		}
+	}
+	quoted := func() string {
+		q := make([]string, len(named))
+		for i, p := range named {
+			q[i] = strconv.Quote(p)
+		}
+		return strings.Join(q, ", ")
+	}
+	switch {
+	case t.InFlightProducer != "":
+		d.producer = t.InFlightProducer
+		if len(d.producers) > 0 && !slices.Contains(d.producers, t.InFlightProducer) {
+			d.producerReason = &Reason{Code: ReasonInFlightProducerNotFound, Part: partInFlight,
+				Detail: fmt.Sprintf("the target's inFlightProducer %q is not among the in-flight series' producer_name values %s", t.InFlightProducer, quoted())}
+		}
+	case len(named) == 1:
+		d.producer = named[0]
+	case len(named) > 1:
+		d.producerReason = &Reason{Code: ReasonInFlightProducerAmbiguous, Part: partInFlight,
+			Detail: fmt.Sprintf("%s has producer_name %s: set the target's inFlightProducer to the gate's inFlightLoadProducerName (each producer counts the same requests)", mEPPInflightTokens, quoted())}
+	}
+}
+
+// producerMatcher selects the chosen producer's series.
+func (d *eppInputs) producerMatcher() string {
+	if d.producer == "" {
+		return ""
+	}
+	return "producer_name=" + strconv.Quote(d.producer)
 }
 
 // replicaRule documents how one EPP replica is chosen per snapshot.
 const replicaRule = "per snapshot, the EPP replica whose in-flight samples are freshest; ties go to the replica reporting more endpoints, then more in-flight tokens, then the smaller name; replicas are never added up"
+
+// syncedRule documents the snapshots of replicas that share their in-flight load.
+const syncedRule = "the target's EPP replicas sync in-flight load (each gauge holds its own share, the gate sees the sum): per snapshot, the sum over replicas"
+
+// replicaLabels are the labels the in-flight queries keep: none when the
+// replicas are synced (their gauges add up), else the replica labels.
+func (e *Estimator) replicaLabels(t Target) string {
+	if t.SyncedEPPReplicas {
+		return ""
+	}
+	return ", " + strings.Join(e.cfg.ReplicaLabels, ", ")
+}
 
 // queueEPP queues the in-flight and routing queries.
 func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *eppInputs) {
@@ -189,17 +275,17 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 		n = 1
 	}
 	d.g = grid{start: at.Add(-time.Duration(n-1) * step), step: step, n: n}
-	repl := strings.Join(cfg.ReplicaLabels, ", ")
+	repl := e.replicaLabels(t)
 	sel := t.EPPSelector
-	if f.InFlightTokens != "" {
+	if f.InFlightTokens != "" && d.producerReason == nil {
 		r.spawn(func() {
-			m, err := r.rangeQuery("sum by (endpoint_name, "+repl+") ("+vec(mEPPInflightTokens, sel)+")", d.g.start, at, step)
+			m, err := r.rangeQuery("sum by (endpoint_name"+repl+") ("+vec(mEPPInflightTokens, sel, d.producerMatcher())+")", d.g.start, at, step)
 			d.tokens = m
 			d.inflightErr.set(err)
 		})
 		if f.InFlightRequests != "" {
 			r.spawn(func() {
-				m, err := r.rangeQuery("sum by (endpoint_name, "+repl+") ("+vec(mEPPInflightReqs, sel)+")", d.g.start, at, step)
+				m, err := r.rangeQuery("sum by (endpoint_name"+repl+") ("+vec(mEPPInflightReqs, sel, d.producerMatcher())+")", d.g.start, at, step)
 				d.reqs = m
 				d.inflightErr.set(err)
 			})
@@ -207,7 +293,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 	}
 	if f.Routing != "" {
 		r.spawn(func() {
-			v, err := r.instant("sum by (endpoint_name) (increase("+vec(mEPPAttempts, sel)+"["+lb+"]))", at)
+			v, err := r.instant(attempts(f, sel, lb), at)
 			d.routing = v
 			d.routingErr.set(err)
 		})
@@ -216,7 +302,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 			// request is pinned to at that moment (summed over EPP replicas,
 			// which route different requests).
 			r.spawn(func() {
-				m, err := r.rangeQuery("sum by (endpoint_name) (increase("+vec(mEPPAttempts, sel)+"["+promDur(step)+"]))", d.g.start, at, step)
+				m, err := r.rangeQuery(attempts(f, sel, promDur(step)), d.g.start, at, step)
 				if err == nil {
 					d.routed = m
 				}
@@ -230,7 +316,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 // (the replica choice needs it; with one replica, Prometheus' staleness
 // handling and the target's staleness check bound the age).
 func (e *Estimator) queueFreshness(r *runner, t Target, at time.Time, d *eppInputs) {
-	if d.inflightErr.get() != nil {
+	if d.inflightErr.get() != nil || t.SyncedEPPReplicas {
 		return
 	}
 	reps := map[string]bool{}
@@ -242,7 +328,7 @@ func (e *Estimator) queueFreshness(r *runner, t Target, at time.Time, d *eppInpu
 	}
 	repl := strings.Join(e.cfg.ReplicaLabels, ", ")
 	r.spawn(func() {
-		m, err := r.rangeQuery("max by ("+repl+") (timestamp("+vec(mEPPInflightTokens, t.EPPSelector)+"))", d.g.start, at, d.g.step)
+		m, err := r.rangeQuery("max by ("+repl+") (timestamp("+vec(mEPPInflightTokens, t.EPPSelector, d.producerMatcher())+"))", d.g.start, at, d.g.step)
 		d.freshest = m
 		d.inflightErr.set(err)
 	})
@@ -299,14 +385,58 @@ func (e *Estimator) eppSeries(m model.Matrix, eps, reps *eppIndex) (ep, rep []in
 	return ep, rep
 }
 
-// eppResults fills the in-flight snapshots and the routing shares.
-func (e *Estimator) eppResults(f Features, d *eppInputs, est *Estimates) {
-	est.InFlight = e.inFlight(f, d)
+// eppResults fills the routing shares, joins the in-flight endpoints to
+// the routed and vLLM pods, and fills the in-flight snapshots in the
+// in-flight endpoints' names.
+func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimates, vllmPods []string) {
 	est.Routing = routing(f, d)
+	var routed []string
+	for _, s := range est.Routing.Endpoints {
+		if s.Attempts > 0 {
+			routed = append(routed, s.Endpoint)
+		}
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, ss := range d.tokens {
+		if n := string(ss.Metric["endpoint_name"]); n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	j := joinEndpoints(names, routed, vllmPods)
+	sh := &est.Shape
+	sh.Producers, sh.Producer, sh.Synced, sh.EndpointNamespaceLabel = d.producers, d.producer, t.SyncedEPPReplicas, d.nsLabel
+	sh.EndpointNaming, sh.RanksPerPod, sh.Endpoints = j.naming(), j.ranksPerPod(), j.rows
+	if len(names) > 0 {
+		sh.Joins = append(sh.Joins, j.join)
+	}
+	est.InFlight = e.inFlight(f, d, j)
+	if t.SyncedEPPReplicas {
+		est.InFlight.ReplicaRule = syncedRule
+	}
+	sh.Replicas = est.InFlight.Replicas
+	switch {
+	case d.producerReason != nil:
+		est.InFlight = InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, ReplicaRule: est.InFlight.ReplicaRule,
+			Snapshots: []Snapshot{}, Reasons: []Reason{*d.producerReason}}
+	case j.unmatchedReason(e.cfg.MinPodCoverage) != nil:
+		// Snapshots that cannot be joined to the routing would draw every
+		// decision's home endpoint from names no snapshot holds.
+		est.InFlight.Status, est.InFlight.Snapshots = StatusInconclusive, []Snapshot{}
+		est.InFlight.Reasons = []Reason{*j.unmatchedReason(e.cfg.MinPodCoverage)}
+	}
+	if j.renamed() {
+		est.Routing.Endpoints = j.routingByEndpoint(est.Routing.Endpoints)
+	}
 }
 
 func routing(f Features, d *eppInputs) Routing {
 	out := Routing{Status: StatusInconclusive, Source: mEPPAttempts, Endpoints: []EndpointShare{}}
+	if f.Routing != "" {
+		out.Source = f.Routing
+	}
 	if f.Routing == "" {
 		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partRouting, Detail: mEPPAttempts + " has no series in the lookback"}}
 		return out

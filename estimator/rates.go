@@ -179,9 +179,16 @@ func withStepInputs(part string, base rateEstimator) rateEstimator {
 			r = &Reason{Code: ReasonMaxNumBatchedTokensUnknown, Detail: "set the target's maxNumBatchedTokens (vLLM --max-num-batched-tokens)"}
 		case d.f.StepCount == "" && d.f.InterTokenLatency == "":
 			r = &Reason{Code: ReasonNoStepMetrics, Detail: "neither " + mIterationTokens + " nor an inter-token-latency histogram exists"}
+		case d.stepsUnobserved() && d.f.InterTokenLatency == "":
+			r = &Reason{Code: ReasonNoStepMetrics, Detail: d.unobservedDetail() + "; no inter-token-latency histogram exists to count steps by"}
 		}
 		if r == nil {
-			return base.estimate(ev)
+			out := base.estimate(ev)
+			if d.stepsUnobserved() {
+				out.Reasons = append(out.Reasons, Reason{Code: ReasonIterationStepsUnobserved, Part: part,
+					Detail: d.unobservedDetail() + "; steps are counted from the inter-token latency"})
+			}
+			return out
 		}
 		out := ev.blank(part)
 		out.Reasons = inPart(part, *r)
@@ -319,7 +326,7 @@ func saturatedWindows(ev *evidence) rateResult {
 
 // stepSource names the step metric the step estimators read.
 func (d *drainInputs) stepSource() string {
-	if d.f.StepCount != "" {
+	if d.f.StepCount != "" && !d.stepsUnobserved() {
 		return d.f.StepCount
 	}
 	return d.f.InterTokenLatency + "_sum / _count"
@@ -400,4 +407,10 @@ func stepTimeWindows(ev *evidence) rateResult {
 			Detail: "busy windows did not separate step overhead, prefill and decode costs; B_tok x steps/s reads low when decode tokens cost more than prefill tokens"})
 	}
 	return out
+}
+
+// unobservedDetail quantifies the iteration histogram's missing steps.
+func (d *drainInputs) unobservedDetail() string {
+	return fmt.Sprintf("%s observed %.0f tokens over the lookback against %.0f computed prompt plus generated tokens (%.1f%%): vLLM does not observe prefill-only steps",
+		mIterationTokens, d.iterTokens, d.stepTokens, 100*d.iterTokens/d.stepTokens)
 }

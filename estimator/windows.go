@@ -45,6 +45,9 @@ func (d *drainInputs) engineSeries() engineSeries {
 		steps: columns(d.steps, g), decodes: columns(d.decodes, g), itlSum: columns(d.itlSum, g),
 		runMin: columns(d.runMin, g),
 	}
+	if d.stepsUnobserved() {
+		s.steps = nil // the ITL gives the steps (stepsAt)
+	}
 	s.fitRate = s.rate
 	if d.fit != nil && d.fit != d.cs {
 		s.fitRate = columns(d.fitRate, g)

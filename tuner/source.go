@@ -277,6 +277,9 @@ func reasonsOf(rs []estimator.Reason) string {
 			s += ", "
 		}
 		s += string(r.Code)
+		if r.Detail != "" {
+			s += ": " + r.Detail
+		}
 	}
 	return s
 }
