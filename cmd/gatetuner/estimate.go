@@ -37,6 +37,7 @@ type estimateOpts struct {
 	scenario                                               string
 	seed                                                   uint64
 	legacyVLLM                                             bool
+	exporters                                              string
 	scrape, scrapeEPP                                      []string
 	scrapeDuration, scrapeInterval                         time.Duration
 }
@@ -91,6 +92,7 @@ filling the embedded Prometheus, 2 a usage or configuration error.`,
 	f.StringVar(&o.at, "at", "", "evaluation time, RFC 3339 (default: now; with --scenario, 7 s after its end)")
 	f.StringVar(&o.scenario, "scenario", "", "embedded: fill from this fleet-simulator scenario (built-in name or YAML file)")
 	f.Uint64Var(&o.seed, "seed", 1, "embedded: simulator seed")
+	f.StringVar(&o.exporters, "exporters", "", "embedded: the scenario's export shape NAME[,key=value...] (see simulate --exporters)")
 	f.BoolVar(&o.legacyVLLM, "legacy-vllm", false, "embedded: emulate vLLM before 2026 (no by-source or cached prompt-token counters)")
 	f.StringSliceVar(&o.scrape, "scrape", nil, "embedded: vLLM host:port addresses to scrape")
 	f.StringSliceVar(&o.scrapeEPP, "scrape-epp", nil, "embedded: EPP host:port addresses to scrape")
@@ -148,6 +150,13 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 		sc, err := loadScenario(o.scenario)
 		if err != nil {
 			return nil, asUsage(err)
+		}
+		if o.exporters != "" {
+			x, err := fleetsim.ParseExportShape(o.exporters)
+			if err != nil {
+				return nil, usageErr("--exporters: %v", err)
+			}
+			sc.Exporters = &x
 		}
 		s.sc = sc
 		if t.Name == "" {

@@ -26,6 +26,7 @@ type simulateOpts struct {
 	first, last, baseTime                string
 	metrics, records, truth              string
 	legacy                               bool
+	exporters                            string
 	// live
 	live                                              bool
 	listen                                            string
@@ -66,6 +67,8 @@ would).`,
 	f.StringVar(&o.records, "records", "", "write gate records (JSON lines) here")
 	f.StringVar(&o.truth, "truth", "", "write the ground truth JSON here (- for stdout)")
 	f.BoolVar(&o.legacy, "legacy-vllm", false, "emulate older vLLM builds (no prompt_tokens_by_source_total, no prompt_tokens_cached_total)")
+	f.StringVar(&o.exporters, "exporters", "", "export shape NAME[,key=value...] overriding the scenario's (shapes: "+
+		strings.Join(fleetsim.ExportShapeNames(), ", ")+"; default "+fleetsim.DefaultExportShape+"; fields as in the scenario's exporters:)")
 	f.BoolVar(&o.live, "live", false, "run in real time, serving /metrics")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9400", "with --live: serve /metrics here")
 	f.Float64Var(&o.timeScale, "time-scale", 1, "with --live: divide phase durations by this")
@@ -85,6 +88,13 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 	sc, err := loadScenario(o.scenario)
 	if err != nil {
 		return asUsage(err)
+	}
+	if o.exporters != "" {
+		x, err := fleetsim.ParseExportShape(o.exporters)
+		if err != nil {
+			return usageErr("--exporters: %v", err)
+		}
+		sc.Exporters = &x
 	}
 	prof := sc.EPP.Profile
 	if o.profile != "" {

@@ -16,6 +16,7 @@ type request struct {
 	// EPP accounting.
 	eppTokens   int64
 	eppEpoch    uint32
+	eppRep      uint8
 	eppTokHeld  bool
 	eppReqHeld  bool
 	eppCached   int32 // matched tokens on the chosen endpoint (EPP view)
@@ -52,6 +53,33 @@ type engineCfg struct {
 	overheadNs  float64
 	prefillNs   float64 // per prefill token
 	decodeNs    float64 // per decode token
+	// iterEveryStep observes iteration tokens on steps without an output too.
+	iterEveryStep bool
+	pcCount       pcCounting
+}
+
+// pcCounting is when vLLM adds to its prefix-cache query and hit counters.
+type pcCounting uint8
+
+const (
+	// pcEveryAdmission counts every admission, re-admissions after a
+	// preemption included (legacy-sim).
+	pcEveryAdmission pcCounting = iota
+	// pcEveryAttempt also counts the scheduling attempts that failed to
+	// allocate (vLLM before PR #48860).
+	pcEveryAttempt
+	// pcOnce counts a request once, at its first admission.
+	pcOnce
+)
+
+func prefixCounting(g VLLMGeneration) pcCounting {
+	switch g {
+	case VLLM011, VLLMMid2026:
+		return pcEveryAttempt
+	case VLLMLate2026:
+		return pcOnce
+	}
+	return pcEveryAdmission
 }
 
 func newEngineCfg(e *EngineSpec) engineCfg {
@@ -164,6 +192,7 @@ type pod struct {
 	grownFor   int64 // step whose decode growth is already reserved
 
 	stepNo      int64
+	outSteps    int64 // steps that emitted a request output
 	busy        bool
 	stepStart   int64
 	stepEnd     int64
@@ -360,14 +389,20 @@ func (p *pod) schedule(now int64) {
 		c := min(r.effPrompt-r.computed, budget)
 		need := p.blocksFor(r, r.computed+c)
 		if !p.reserve(need) {
+			if p.cfg.pcCount == pcEveryAttempt {
+				p.m.pcQueries += int64(r.effPrompt)
+				p.m.pcHits += int64(r.cachedBlocks * bs)
+			}
 			p.unpinPath(r)
 			r.cachedBlocks = 0
 			break
 		}
 		p.waiting.popFront()
 		r.privBlocks = int32(need)
-		p.m.pcQueries += int64(r.effPrompt)
-		p.m.pcHits += int64(r.cachedBlocks * bs)
+		if p.cfg.pcCount != pcOnce || r.firstSched < 0 {
+			p.m.pcQueries += int64(r.effPrompt)
+			p.m.pcHits += int64(r.cachedBlocks * bs)
+		}
 		if r.firstSched < 0 {
 			r.firstSched = now
 			r.firstCached = r.cachedBlocks * bs
@@ -445,6 +480,7 @@ func (p *pod) endStep(now int64) {
 		p.finish(r, now)
 	}
 	done := 0
+	emitted := p.stepDecode > 0
 	for _, r := range p.stepChunks {
 		r.computed += r.chunk
 		r.chunk = 0
@@ -469,6 +505,7 @@ func (p *pod) endStep(now int64) {
 					iter += int64(r.prompt)
 				}
 				iter++
+				emitted = true
 				p.prefillDone(r, now)
 			}
 		}
@@ -477,7 +514,14 @@ func (p *pod) endStep(now int64) {
 		p.stepChunks[i] = nil
 	}
 	p.stepChunks = p.stepChunks[:0]
-	p.m.iter.observe(float64(iter))
+	if emitted {
+		p.outSteps++
+	}
+	if emitted || p.cfg.iterEveryStep {
+		// vLLM observes iteration tokens once per IterationStats, which
+		// only a step with request outputs makes.
+		p.m.iter.observe(float64(iter))
+	}
 	p.busy = false
 	p.schedule(now)
 }

@@ -8,24 +8,28 @@ import (
 
 // epp is the endpoint picker: the approximate prefix producer (an index of
 // what it routed where), the in-flight load producer, the gate and a picker.
+// With several replicas each has its own index and in-flight counters;
+// requests alternate among them.
 type epp struct {
 	tree     *nodeTree
 	settings gate.Settings
-	index    *blockCache
+	index    *blockCache // replica 0's
 	bs       int32
 	capacity int64
 	maxBlk   int32
 	npods    int
 	// byRequests breaks in-flight token ties by in-flight requests.
 	byRequests bool
+	// synced: the gate sees the in-flight sum over replicas.
+	synced bool
 
-	// In-flight load as the EPP counts it: uncached prompt tokens until the
+	// In-flight load summed over replicas: uncached prompt tokens until the
 	// first token, requests until the response ends.
 	tokens []int64
 	reqs   []int64
 	epoch  uint32
 
-	explore *rand.Rand
+	reps []eppReplica
 
 	eps     []gate.Endpoint
 	kept    []int
@@ -33,12 +37,21 @@ type epp struct {
 	alive   []int32
 	path    []int32
 	needs   []int32
-
-	m eppMetrics
 }
 
-func newEPP(sc *Scenario, tree *nodeTree, seed uint64) *epp {
-	n := sc.Pods.Count
+// eppReplica is one EPP pod: its prefix index, the in-flight load it
+// counted itself (what its gauges show), which endpoints have in-flight
+// series, and its metrics.
+type eppReplica struct {
+	index   *blockCache
+	tokens  []int64 // the fleet's slices with one replica
+	reqs    []int64
+	seen    []bool
+	explore *rand.Rand
+	m       eppMetrics
+}
+
+func newEPP(sc *Scenario, tree *nodeTree, seed uint64, n, replicas int, synced bool) *epp {
 	pi := sc.EPP.PrefixIndex
 	e := &epp{
 		tree:       tree,
@@ -48,15 +61,23 @@ func newEPP(sc *Scenario, tree *nodeTree, seed uint64) *epp {
 		maxBlk:     int32(pi.MaxPrefixBlocksToMatch),
 		npods:      n,
 		byRequests: sc.EPP.Picker == PickerLeastTokensThenRequests,
+		synced:     synced || replicas == 1,
 		tokens:     make([]int64, n),
 		reqs:       make([]int64, n),
-		explore:    rand.New(rand.NewPCG(seed, 0x6578706c6f7265)),
 		eps:        make([]gate.Endpoint, n),
 		matched:    make([]int32, n),
 		alive:      make([]int32, 0, n),
 	}
-	e.index = newBlockCache(e.bs, n, tree)
-	e.m.init(n)
+	for k := 0; k < replicas; k++ {
+		rp := eppReplica{index: newBlockCache(e.bs, n, tree), tokens: e.tokens, reqs: e.reqs, seen: make([]bool, n),
+			explore: rand.New(rand.NewPCG(seed+uint64(k), 0x6578706c6f7265))}
+		if replicas > 1 {
+			rp.tokens, rp.reqs = make([]int64, n), make([]int64, n)
+		}
+		rp.m.init(n)
+		e.reps = append(e.reps, rp)
+	}
+	e.index = e.reps[0].index
 	return e
 }
 
@@ -64,16 +85,25 @@ func newEPP(sc *Scenario, tree *nodeTree, seed uint64) *epp {
 // accounting start empty; requests routed by the old pod are no longer
 // counted.
 func (e *epp) restart() {
-	e.index.clear()
+	for k := range e.reps {
+		rp := &e.reps[k]
+		rp.index.clear()
+		for i := range rp.tokens {
+			rp.tokens[i], rp.reqs[i], rp.seen[i] = 0, 0, false
+		}
+	}
 	for i := range e.tokens {
 		e.tokens[i], e.reqs[i] = 0, 0
 	}
 	e.epoch++
 }
 
+// replica is the EPP replica request id goes to.
+func (e *epp) replica(id int64) int { return int(id % int64(len(e.reps))) }
+
 // match fills e.matched with each pod's matched blocks for the prompt ending
 // at leaf and returns TotalBlocks and the tokens beyond the indexed cap.
-func (e *epp) match(leaf int32, prompt int32) (total int32, beyond int64) {
+func (e *epp) match(index *blockCache, leaf int32, prompt int32) (total int32, beyond int64) {
 	bs := e.bs
 	total = ceilDiv(prompt, bs)
 	if e.maxBlk > 0 && total > e.maxBlk {
@@ -100,7 +130,7 @@ func (e *epp) match(leaf int32, prompt int32) (total int32, beyond int64) {
 		cum += need
 		keep := e.alive[:0]
 		for _, p := range e.alive {
-			have := min(e.index.cached(p, n), need)
+			have := min(index.cached(p, n), need)
 			e.matched[p] += have
 			if have == need {
 				keep = append(keep, p)
@@ -117,7 +147,7 @@ func (e *epp) match(leaf int32, prompt int32) (total int32, beyond int64) {
 // record remembers that the prompt ending at leaf went to pod: its blocks
 // (up to the cap) become the pod's most recent, the root last, so the tail
 // ages out first.
-func (e *epp) record(pod int32, leaf int32) {
+func (e *epp) record(index *blockCache, pod int32, leaf int32) {
 	e.path = e.tree.path(leaf, e.path)
 	e.needs = e.needs[:0]
 	var cum int32
@@ -134,12 +164,12 @@ func (e *epp) record(pod int32, leaf int32) {
 	}
 	for i := len(e.needs) - 1; i >= 0; i-- {
 		if e.needs[i] > 0 {
-			e.index.record(pod, e.path[i], e.needs[i])
+			index.record(pod, e.path[i], e.needs[i])
 		}
 	}
-	l := &e.index.pods[pod]
+	l := &index.pods[pod]
 	if l.lruBlocks > e.capacity {
-		e.index.evictLRU(pod, l.lruBlocks-e.capacity)
+		index.evictLRU(pod, l.lruBlocks-e.capacity)
 	}
 }
 
@@ -154,18 +184,24 @@ type decision struct {
 // route runs the producers, the gate and the picker for r, charges the
 // chosen pod's in-flight load and records the prompt in the index.
 func (e *epp) route(r *request) decision {
-	total, beyond := e.match(r.leaf, r.prompt)
+	k := e.replica(r.id)
+	rp := &e.reps[k]
+	total, beyond := e.match(rp.index, r.leaf, r.prompt)
+	tokens, reqs := e.tokens, e.reqs
+	if !e.synced {
+		tokens, reqs = rp.tokens, rp.reqs
+	}
 	for i := range e.eps {
 		e.eps[i] = gate.Endpoint{
 			HasMatch: true, MatchBlocks: int(e.matched[i]), TotalBlocks: int(total), BlockSizeTokens: int(e.bs),
-			HasLoad: true, InFlightTokens: e.tokens[i], InFlightRequests: e.reqs[i],
+			HasLoad: true, InFlightTokens: tokens[i], InFlightRequests: reqs[i],
 		}
 	}
 	var dec decision
 	dec.total = total
 	dec.d = gate.Decide(&e.settings, e.eps)
 	dec.outcome = dec.d.Outcome
-	if dec.d.ExplorationPossible && e.explore.Float64() < e.settings.ExplorationProbability {
+	if dec.d.ExplorationPossible && rp.explore.Float64() < e.settings.ExplorationProbability {
 		dec.outcome = gate.OutcomeExploration
 	}
 	e.kept = e.kept[:0]
@@ -178,7 +214,7 @@ func (e *epp) route(r *request) decision {
 	}
 	best := e.kept[0]
 	for _, i := range e.kept[1:] {
-		if e.tokens[i] < e.tokens[best] || (e.byRequests && e.tokens[i] == e.tokens[best] && e.reqs[i] < e.reqs[best]) {
+		if tokens[i] < tokens[best] || (e.byRequests && tokens[i] == tokens[best] && reqs[i] < reqs[best]) {
 			best = i
 		}
 	}
@@ -186,13 +222,19 @@ func (e *epp) route(r *request) decision {
 	charge := int64(total-e.matched[best])*int64(e.bs) + beyond
 	r.eppTokens = charge
 	r.eppEpoch = e.epoch
+	r.eppRep = uint8(k)
 	r.eppTokHeld, r.eppReqHeld = true, true
 	r.eppCached = e.matched[best] * e.bs
 	e.tokens[best] += charge
 	e.reqs[best]++
-	e.record(int32(best), r.leaf)
-	e.m.decisions[dec.outcome]++
-	e.m.attempts[best]++
+	if len(e.reps) > 1 {
+		rp.tokens[best] += charge
+		rp.reqs[best]++
+	}
+	rp.seen[best] = true
+	e.record(rp.index, int32(best), r.leaf)
+	rp.m.decisions[dec.outcome]++
+	rp.m.attempts[best]++
 	return dec
 }
 
@@ -200,6 +242,9 @@ func (e *epp) route(r *request) decision {
 func (e *epp) firstToken(r *request) {
 	if r.eppTokHeld && r.eppEpoch == e.epoch {
 		e.tokens[r.pod] -= r.eppTokens
+		if len(e.reps) > 1 {
+			e.reps[r.eppRep].tokens[r.pod] -= r.eppTokens
+		}
 	}
 	r.eppTokHeld = false
 }
@@ -208,6 +253,9 @@ func (e *epp) firstToken(r *request) {
 func (e *epp) finished(r *request) {
 	if r.eppReqHeld && r.eppEpoch == e.epoch {
 		e.reqs[r.pod]--
+		if len(e.reps) > 1 {
+			e.reps[r.eppRep].reqs[r.pod]--
+		}
 	}
 	r.eppReqHeld = false
 }

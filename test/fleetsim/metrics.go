@@ -128,6 +128,9 @@ type metricDef struct {
 	getf   func() float64
 	h      *hist
 	les    []string // rendered le label values (histograms, +Inf included)
+	// present, when set, says whether the series exists yet (EPP series
+	// appear at their first observation and are never deleted).
+	present func() bool
 }
 
 type familyDef struct {
@@ -193,24 +196,27 @@ func leValues(bounds []float64, py bool) []string {
 	return append(out, "+Inf")
 }
 
-func newCatalog(s *sim, opt MetricsOptions) *catalog {
+func newCatalog(s *sim, opt MetricsOptions, x *ExportShape) *catalog {
 	c := &catalog{}
 	omit := map[string]bool{}
 	for _, o := range opt.Omit {
 		omit[strings.TrimSuffix(o, "_total")] = true
 		omit[o] = true
 	}
-	if opt.LegacyVLLM {
+	vg := x.VLLM
+	if opt.LegacyVLLM || vg == VLLM011 {
 		omit["vllm:prompt_tokens_by_source"] = true
 		omit["vllm:prompt_tokens_cached"] = true
 	}
-	sc := s.sc
+	if vg == VLLM011 {
+		omit["vllm:request_prefill_kv_computed_tokens"] = true
+	}
 	add := func(f familyDef) {
 		exposed := f.name
 		if f.typ == typCounter {
 			exposed += "_total"
 		}
-		if omit[f.name] || omit[exposed] {
+		if omit[f.name] || omit[exposed] || len(f.metrics) == 0 {
 			return
 		}
 		for i := range f.metrics {
@@ -220,13 +226,49 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 		}
 		c.fams = append(c.fams, f)
 	}
+	addVLLMFamilies(s, x, add)
+	for k := range s.epp.reps {
+		addEPPFamilies(s, x, k, add)
+	}
+	return c
+}
+
+// vllmTargetLabels are engine i's labels as Prometheus stores them: vLLM's
+// own (model_name, engine) and the scrape's target labels.
+func vllmTargetLabels(s *sim, x *ExportShape, i int) string {
+	sc := s.sc
+	pod := i / x.DPRanks
+	inst := podIP(pod) + ":" + strconv.Itoa(x.port(i))
+	switch x.Scrape {
+	case ScrapeOperator:
+		return labelSet("engine", "0", "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(i)),
+			"instance", inst, "job", sc.Namespace+"/"+sc.Target+"-decode", "namespace", sc.Namespace, "pod", sc.PodName(pod))
+	case ScrapeKubernetesSD:
+		return labelSet("engine", "0", "model_name", sc.Model, "instance", inst, "job", "vllm")
+	}
+	if x.DPRanks > 1 {
+		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod), "instance", inst)
+	}
+	return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod))
+}
+
+func ival(p *int64) func() int64 { return func() int64 { return *p } }
+
+func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
+	sc := s.sc
+	vg := x.VLLM
 	podLabels := make([]string, len(s.pods))
+	var scraped []int
 	for i := range s.pods {
-		podLabels[i] = labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(i))
+		podLabels[i] = vllmTargetLabels(s, x, i)
+		if x.scraped(i) {
+			scraped = append(scraped, i)
+		}
 	}
 	perPod := func(name string, typ famType, help string, mk func(p *pod) metricDef) {
 		f := familyDef{name: name, typ: typ, help: help, pyLE: true}
-		for i, p := range s.pods {
+		for _, i := range scraped {
+			p := s.pods[i]
 			m := mk(p)
 			if m.labels == "" {
 				m.labels = podLabels[i]
@@ -237,17 +279,30 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 		}
 		add(f)
 	}
-	ival := func(p *int64) func() int64 { return func() int64 { return *p } }
 	eng := &sc.Pods.Engine
 
 	perPod("vllm:num_requests_running", typGauge, "Number of requests in model execution batches.",
 		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.nRunning) }} })
 	perPod("vllm:num_requests_waiting", typGauge, "Number of requests waiting to be processed.",
 		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.waiting.len()) }} })
-	perPod("vllm:kv_cache_usage_perc", typGauge, "KV-cache usage. 1 means 100 percent usage.",
-		func(p *pod) metricDef {
-			return metricDef{getf: func() float64 { return float64(p.usedBlocks()) / float64(p.cfg.totalBlocks) }}
-		})
+	if vg == VLLMMid2026 || vg == VLLMLate2026 {
+		f := familyDef{name: "vllm:num_requests_waiting_by_reason", typ: typGauge, help: "Number of requests waiting to be processed, by reason."}
+		zero := func() int64 { return 0 }
+		for _, i := range scraped {
+			p := s.pods[i]
+			f.metrics = append(f.metrics,
+				metricDef{labels: podLabels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.waiting.len()) }},
+				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: zero})
+		}
+		add(f)
+	}
+	kvUsage := func(p *pod) metricDef {
+		return metricDef{getf: func() float64 { return float64(p.usedBlocks()) / float64(p.cfg.totalBlocks) }}
+	}
+	if vg == VLLM011 {
+		perPod("vllm:gpu_cache_usage_perc", typGauge, "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", kvUsage)
+	}
+	perPod("vllm:kv_cache_usage_perc", typGauge, "KV-cache usage. 1 means 100 percent usage.", kvUsage)
 	cacheInfo := labelSet("block_size", strconv.Itoa(eng.BlockSize), "cache_dtype", "auto",
 		"enable_prefix_caching", "True", "num_gpu_blocks", strconv.Itoa(eng.NumGPUBlocks), "num_cpu_blocks", "None")
 	perPod("vllm:cache_config_info", typGauge, "Information of the LLMEngine CacheConfig",
@@ -257,7 +312,8 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 	{
 		f := familyDef{name: "vllm:prompt_tokens_by_source", typ: typCounter, help: "Number of prompt tokens by source."}
 		zero := func() int64 { return 0 }
-		for i, p := range s.pods {
+		for _, i := range scraped {
+			p := s.pods[i]
 			f.metrics = append(f.metrics,
 				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: zero},
 				metricDef{labels: podLabels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.m.localCacheHit)},
@@ -267,6 +323,12 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 	}
 	perPod("vllm:prompt_tokens_cached", typCounter, "Number of cached prompt tokens (local and external).",
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.cachedTokens)} })
+	if vg == VLLM011 {
+		perPod("vllm:gpu_prefix_cache_queries", typCounter, "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+			func(p *pod) metricDef { return metricDef{geti: ival(&p.m.pcQueries)} })
+		perPod("vllm:gpu_prefix_cache_hits", typCounter, "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+			func(p *pod) metricDef { return metricDef{geti: ival(&p.m.pcHits)} })
+	}
 	perPod("vllm:prefix_cache_queries", typCounter, "Prefix cache queries, in terms of number of queried tokens.",
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.pcQueries)} })
 	perPod("vllm:prefix_cache_hits", typCounter, "Prefix cache hits, in terms of number of cached tokens.",
@@ -293,49 +355,173 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", func(p *pod) *hist { return &p.m.e2eH }},
 		{"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", func(p *pod) *hist { return &p.m.iter }},
 	}
+	if vg == VLLM011 {
+		// time_per_output_token_seconds is observed exactly like inter_token_latency_seconds (the same samples).
+		hists = append(hists[:5], append([]struct {
+			name, help string
+			h          func(p *pod) *hist
+		}{{"vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", func(p *pod) *hist { return &p.m.itl }}}, hists[5:]...)...)
+	}
 	for _, h := range hists {
 		perPod(h.name, typHistogram, h.help, func(p *pod) metricDef { return metricDef{h: h.h(p)} })
 	}
+}
 
-	// EPP.
-	e := s.epp
-	eppBase := []string{"namespace", sc.Namespace, "pod", sc.EPP.Pod}
-	eppLabels := func(kv ...string) string { return labelSet(append(append([]string(nil), eppBase...), kv...)...) }
-	for _, g := range []struct {
-		name, help string
-		vals       []int64
-	}{
-		{"llm_d_epp_inflight_tokens", "Uncached prompt tokens of requests in flight per endpoint, until their first token.", e.tokens},
-		{"llm_d_epp_inflight_requests", "Requests in flight per endpoint.", e.reqs},
-	} {
-		f := familyDef{name: g.name, typ: typGauge, help: g.help}
-		for i := range s.pods {
-			v := &g.vals[i]
-			f.metrics = append(f.metrics, metricDef{
-				labels: eppLabels("endpoint_name", sc.PodName(i), "producer_name", "inflight-load-producer", "fairness_id", "default", "priority", "0"),
-				geti:   ival(v),
-			})
-		}
-		add(f)
+// eppLabeler renders EPP replica k's series labels: its own labels and the
+// scrape's target labels. Under a ServiceMonitor (honorLabels false) the
+// EPP's own namespace label becomes exported_namespace.
+type eppLabeler struct {
+	target   []string
+	renameNS bool
+}
+
+func newEPPLabeler(s *sim, x *ExportShape, k int) eppLabeler {
+	sc := s.sc
+	pod := eppPodName(sc, k, x.EPPReplicas)
+	inst := eppIP(k) + ":9090"
+	switch x.Scrape {
+	case ScrapeOperator:
+		svc := sc.Target + "-epp"
+		return eppLabeler{renameNS: true, target: []string{"container", "epp", "endpoint", "http-metrics", "instance", inst,
+			"job", svc, "namespace", sc.Namespace, "pod", pod, "service", svc}}
+	case ScrapeKubernetesSD:
+		return eppLabeler{target: []string{"instance", inst, "job", "inference-extension-epp"}}
 	}
-	reqLabels := eppLabels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0")
-	add(familyDef{name: "llm_d_epp_request_cached_tokens", typ: typHistogram, help: "Cached prompt tokens per request.",
-		metrics: []metricDef{{labels: reqLabels, h: &e.m.cachedH}}})
-	add(familyDef{name: "llm_d_epp_request_input_tokens", typ: typHistogram, help: "Prompt tokens per request.",
-		metrics: []metricDef{{labels: reqLabels, h: &e.m.inputH}}})
-	add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
-		metrics: []metricDef{{labels: eppLabels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"), h: &e.m.ttftH}}})
-	{
+	return eppLabeler{target: []string{"namespace", sc.Namespace, "pod", pod}}
+}
+
+// own renders the EPP's own label pairs (which may carry namespace) with the
+// target labels.
+func (l eppLabeler) labels(own ...string) string {
+	kv := append([]string(nil), l.target...)
+	hasNS := false
+	for i := 0; i+1 < len(own); i += 2 {
+		k := own[i]
+		if k == "namespace" {
+			hasNS = true
+			if l.renameNS {
+				k = "exported_namespace"
+			}
+		}
+		kv = append(kv, k, own[i+1])
+	}
+	if !hasNS && len(l.target) > 0 && l.target[0] == "namespace" {
+		return labelSet(kv...)
+	}
+	if hasNS && !l.renameNS && containsKey(l.target, "namespace") {
+		// legacy-sim: the target's namespace and the EPP's are one label.
+		kv = dropSecond(kv, "namespace")
+	}
+	return labelSet(kv...)
+}
+
+func containsKey(kv []string, key string) bool {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// dropSecond removes the second pair named key.
+func dropSecond(kv []string, key string) []string {
+	seen := false
+	out := kv[:0:0]
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == key {
+			if seen {
+				continue
+			}
+			seen = true
+		}
+		out = append(out, kv[i], kv[i+1])
+	}
+	return out
+}
+
+func histPresent(h *hist) func() bool { return func() bool { return h.count > 0 } }
+
+func counterPresent(v *int64) func() bool { return func() bool { return *v > 0 } }
+
+func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
+	sc := s.sc
+	rp := &s.epp.reps[k]
+	lb := newEPPLabeler(s, x, k)
+	lazy := x.EPP != EPPSim // client_golang vectors: a series exists once first set
+	gen := x.EPP
+	if gen == EPP010 || gen == EPPSim {
+		for _, g := range []struct {
+			name, help string
+			vals       []int64
+		}{
+			{"llm_d_epp_inflight_tokens", "Uncached prompt tokens of requests in flight per endpoint, until their first token.", rp.tokens},
+			{"llm_d_epp_inflight_requests", "Requests in flight per endpoint.", rp.reqs},
+		} {
+			f := familyDef{name: g.name, typ: typGauge, help: g.help}
+			for _, prod := range x.Producers {
+				for i := range s.pods {
+					m := metricDef{
+						labels: lb.labels("endpoint_name", x.endpointName(sc, i), "namespace", sc.Namespace, "producer_name", prod,
+							"fairness_id", "default", "priority", "0"),
+						geti: ival(&g.vals[i]),
+					}
+					if x.LazyInFlight {
+						seen := &rp.seen[i]
+						m.present = func() bool { return *seen }
+					}
+					f.metrics = append(f.metrics, m)
+				}
+			}
+			add(f)
+		}
+		reqLabels := lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0")
+		hm := func(h *hist, labels string) metricDef {
+			m := metricDef{labels: labels, h: h}
+			if lazy {
+				m.present = histPresent(h)
+			}
+			return m
+		}
+		add(familyDef{name: "llm_d_epp_request_cached_tokens", typ: typHistogram, help: "Cached prompt tokens per request.",
+			metrics: []metricDef{hm(&rp.m.cachedH, reqLabels)}})
+		add(familyDef{name: "llm_d_epp_request_input_tokens", typ: typHistogram, help: "Prompt tokens per request.",
+			metrics: []metricDef{hm(&rp.m.inputH, reqLabels)}})
+		add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
+			metrics: []metricDef{hm(&rp.m.ttftH, lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"))}})
 		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
 		for i := range s.pods {
-			f.metrics = append(f.metrics, metricDef{
-				labels: eppLabels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(i), "port", "8000"),
-				geti:   ival(&e.m.attempts[i]),
-			})
+			m := metricDef{
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(i/x.DPRanks),
+					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
+				geti: ival(&rp.m.attempts[i]),
+			}
+			if lazy {
+				m.present = counterPresent(&rp.m.attempts[i])
+			}
+			f.metrics = append(f.metrics, m)
 		}
 		add(f)
 	}
-	{
+	if gen == EPP010 || gen == EPP08 {
+		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
+		// the llm_d_epp_* names by main.
+		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
+		for i := range s.pods {
+			f.metrics = append(f.metrics, metricDef{
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(i/x.DPRanks),
+					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
+				geti: ival(&rp.m.attempts[i]), present: counterPresent(&rp.m.attempts[i]),
+			})
+		}
+		add(f)
+		ml := lb.labels("model_name", sc.Model, "target_model_name", sc.Model)
+		add(familyDef{name: "inference_objective_input_tokens", typ: typHistogram, help: "Inference objective input token count distribution for requests in each model.",
+			metrics: []metricDef{{labels: ml, h: &rp.m.inputH, present: histPresent(&rp.m.inputH)}}})
+		add(familyDef{name: "inference_objective_prompt_cached_tokens", typ: typHistogram, help: "Inference objective prompt cached token count distribution for requests in each model.",
+			metrics: []metricDef{{labels: ml, h: &rp.m.cachedH, present: histPresent(&rp.m.cachedH)}}})
+	}
+	if gen != EPP08 {
 		f := familyDef{name: "llm_d_epp_prefix_cache_affinity_filter_decisions", typ: typCounter, help: "Prefix cache affinity filter decisions by outcome."}
 		outs := []gate.Outcome{gate.OutcomeExploration, gate.OutcomeLoadOverride, gate.OutcomeNoMatch, gate.OutcomeNotApplicable, gate.OutcomeSticky}
 		if sc.EPP.Settings.Semantics == gate.SemanticsV2 {
@@ -343,12 +529,14 @@ func newCatalog(s *sim, opt MetricsOptions) *catalog {
 		}
 		sort.Slice(outs, func(i, j int) bool { return outs[i].String() < outs[j].String() })
 		for _, o := range outs {
-			f.metrics = append(f.metrics, metricDef{labels: eppLabels("plugin_name", sc.EPP.Plugin, "outcome", o.String()),
-				geti: ival(&e.m.decisions[o])})
+			m := metricDef{labels: lb.labels("plugin_name", sc.EPP.Plugin, "outcome", o.String()), geti: ival(&rp.m.decisions[o])}
+			if lazy {
+				m.present = counterPresent(&rp.m.decisions[o])
+			}
+			f.metrics = append(f.metrics, m)
 		}
 		add(f)
 	}
-	return c
 }
 
 // --- rendering ---
@@ -412,6 +600,9 @@ func (c *catalog) writeText(w io.Writer) error {
 		b = append(b, '\n')
 		for mi := range f.metrics {
 			m := &f.metrics[mi]
+			if m.present != nil && !m.present() {
+				continue
+			}
 			b = appendMetricNow(b, f, m, name)
 		}
 		if _, err := bw.Write(b); err != nil {
@@ -500,6 +691,7 @@ type omWriter struct {
 	interleaved bool
 	ts          []int64    // ms, grouped layout
 	cols        [][]column // per family-metric (flattened), grouped layout
+	born        []int      // per family-metric: index into ts of its first sample (-1: not yet)
 	b           []byte
 	err         error
 }
@@ -521,6 +713,11 @@ func newOMWriter(cat *catalog, w io.Writer, interleaved bool) *omWriter {
 					cols = []column{{}}
 				}
 				o.cols = append(o.cols, cols)
+				born := 0
+				if m.present != nil {
+					born = -1
+				}
+				o.born = append(o.born, born)
 			}
 		}
 	}
@@ -556,7 +753,9 @@ func (o *omWriter) scrape(ms int64) {
 			f := &o.cat.fams[fi]
 			o.header(f)
 			for mi := range f.metrics {
-				o.appendPoint(f, &f.metrics[mi], ms, nil)
+				if m := &f.metrics[mi]; m.present == nil || m.present() {
+					o.appendPoint(f, m, ms, nil)
+				}
 			}
 			o.flushBuf()
 		}
@@ -569,6 +768,13 @@ func (o *omWriter) scrape(ms int64) {
 		for mi := range f.metrics {
 			m := &f.metrics[mi]
 			cols := o.cols[k]
+			if o.born[k] < 0 {
+				if !m.present() {
+					k++
+					continue
+				}
+				o.born[k] = len(o.ts) - 1
+			}
 			k++
 			switch {
 			case m.h != nil:
@@ -651,12 +857,16 @@ func (o *omWriter) finish() error {
 			o.header(f)
 			for mi := range f.metrics {
 				cols := o.cols[k]
+				born := o.born[k]
 				k++
+				if born < 0 {
+					continue
+				}
 				rd = rd[:0]
 				for ci := range cols {
 					rd = append(rd, colReader{c: &cols[ci]})
 				}
-				for _, ms := range o.ts {
+				for _, ms := range o.ts[born:] {
 					o.appendPoint(f, &f.metrics[mi], ms, rd)
 				}
 				for ci := range cols {

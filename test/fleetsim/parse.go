@@ -400,6 +400,10 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 				},
 			})
 		},
+		"exporters": func(n *yaml.Node, f string) (err error) {
+			sc.Exporters, err = p.exporters(n, f)
+			return err
+		},
 		"classes": func(n *yaml.Node, _ string) error { classesNode = n; return nil },
 		"phases":  func(n *yaml.Node, _ string) error { phasesNode = n; return nil },
 	}, "name", "pods", "classes", "phases")

@@ -21,11 +21,11 @@ type recordWriter struct {
 	err    error
 }
 
-func newRecordWriter(w io.Writer, sc *Scenario, base time.Time) *recordWriter {
+func newRecordWriter(w io.Writer, sc *Scenario, base time.Time, x *ExportShape) *recordWriter {
 	rw := &recordWriter{w: bufio.NewWriterSize(w, 256<<10), base: base.UTC(),
 		target: strconv.AppendQuote(nil, sc.Target), plugin: strconv.AppendQuote(nil, sc.EPP.Plugin)}
-	for i := 0; i < sc.Pods.Count; i++ {
-		rw.names = append(rw.names, strconv.AppendQuote(nil, sc.PodName(i)))
+	for i := 0; i < x.engines(sc); i++ {
+		rw.names = append(rw.names, strconv.AppendQuote(nil, x.recordName(sc, i)))
 	}
 	return rw
 }

@@ -40,6 +40,9 @@ type Scenario struct {
 	EPP     EPPSpec
 	Classes []SessionClass
 	Phases  []Phase
+
+	// Exporters is the export shape (nil: DefaultExportShape).
+	Exporters *ExportShape
 }
 
 // PodsSpec is the set of identical vLLM pods.
@@ -231,6 +234,11 @@ func (sc *Scenario) PodName(i int) string {
 func (sc *Scenario) Clone() *Scenario {
 	c := *sc
 	c.EPP.Parameters = append([]byte(nil), sc.EPP.Parameters...)
+	if sc.Exporters != nil {
+		x := *sc.Exporters
+		x.Producers = append([]string(nil), x.Producers...)
+		c.Exporters = &x
+	}
 	c.Classes = make([]SessionClass, len(sc.Classes))
 	for i, cl := range sc.Classes {
 		if cl.SystemPrompt != nil {

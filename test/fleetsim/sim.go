@@ -65,6 +65,9 @@ type Options struct {
 	// per series per scrape over the measured phases.
 	Metrics        io.Writer
 	MetricsOptions MetricsOptions
+	// Exporters overrides the scenario's export shape (nil: the scenario's,
+	// else DefaultExportShape).
+	Exporters *ExportShape
 	// Records receives one gate record (JSON line) per decision in the
 	// measured phases.
 	Records io.Writer
@@ -76,6 +79,7 @@ type Options struct {
 type sim struct {
 	sc   *Scenario
 	opt  Options
+	x    ExportShape
 	tree nodeTree
 	wl   *workload
 	pods []*pod
@@ -114,6 +118,10 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		return nil, err
 	}
 	s := &sim{sc: sc, opt: opt, live: live, base: opt.BaseTime}
+	var err error
+	if s.x, err = exportShape(sc, &opt); err != nil {
+		return nil, err
+	}
 	if s.base.IsZero() {
 		s.base = DefaultBaseTime()
 	}
@@ -129,7 +137,6 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		s.settings = append(s.settings, st)
 	}
 	first, last := 0, len(sc.Phases)-1
-	var err error
 	if opt.First != "" {
 		if first, err = sc.PhaseIndex(opt.First); err != nil {
 			return nil, err
@@ -168,21 +175,24 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		s.wl.next()
 	}
 	eng := &sc.Pods.Engine
-	s.ec = newBlockCache(int32(eng.BlockSize), sc.Pods.Count, &s.tree)
+	n := s.x.engines(sc)
+	s.ec = newBlockCache(int32(eng.BlockSize), n, &s.tree)
 	cfg := newEngineCfg(eng)
-	for i := 0; i < sc.Pods.Count; i++ {
+	cfg.iterEveryStep = s.x.IterationEveryStep
+	cfg.pcCount = prefixCounting(s.x.VLLM)
+	for i := 0; i < n; i++ {
 		s.pods = append(s.pods, newPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
 	}
-	s.epp = newEPP(sc, &s.tree, opt.Seed)
+	s.epp = newEPP(sc, &s.tree, opt.Seed, n, s.x.EPPReplicas, s.x.SyncReplicas)
 	s.cur = s.phaseAt(s.runStart)
 	s.epp.settings = s.settings[s.cur]
 	s.now = s.runStart
-	s.cat = newCatalog(s, opt.MetricsOptions)
+	s.cat = newCatalog(s, opt.MetricsOptions, &s.x)
 	if opt.Metrics != nil {
 		s.om = newOMWriter(s.cat, opt.Metrics, opt.MetricsOptions.Interleaved)
 	}
 	if opt.Records != nil {
-		s.rec = newRecordWriter(opt.Records, sc, s.base)
+		s.rec = newRecordWriter(opt.Records, sc, s.base, &s.x)
 	}
 	s.acc.init(s)
 	return s, nil
@@ -304,14 +314,28 @@ func (s *sim) arrive() {
 func (s *sim) firstToken(p *pod, r *request, now int64) {
 	s.pendingFirst--
 	s.epp.firstToken(r)
-	s.epp.m.ttftH.observe(float64(now-r.arrival) / 1e9)
+	s.epp.reps[r.eppRep].m.ttftH.observe(float64(now-r.arrival) / 1e9)
 	s.acc.firstToken(s, p, r, now)
 }
 
 func (s *sim) finished(_ *pod, r *request, _ int64) {
 	s.epp.finished(r)
-	s.epp.m.inputH.observe(float64(r.prompt))
-	s.epp.m.cachedH.observe(float64(r.firstCached))
+	if s.x.UsageShare < 1 && unitHash(uint64(r.id)) >= s.x.UsageShare {
+		return // the response carried no usage: the EPP observes no tokens
+	}
+	m := &s.epp.reps[r.eppRep].m
+	m.inputH.observe(float64(r.prompt))
+	m.cachedH.observe(float64(r.firstCached))
+}
+
+// unitHash maps v to [0, 1) deterministically (splitmix64), so that which
+// responses carry usage draws on no random stream.
+func unitHash(v uint64) float64 {
+	v += 0x9e3779b97f4a7c15
+	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9
+	v = (v ^ (v >> 27)) * 0x94d049bb133111eb
+	v ^= v >> 31
+	return float64(v>>11) / (1 << 53)
 }
 
 func (s *sim) wallMillis(t int64) int64 {

@@ -130,7 +130,13 @@ func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 				if s.epp.tokens[i] != 0 || s.epp.reqs[i] != 0 {
 					t.Errorf("pod %d: EPP in-flight tokens %d requests %d after draining", i, s.epp.tokens[i], s.epp.reqs[i])
 				}
-				routed += s.epp.m.attempts[i]
+				for k := range s.epp.reps {
+					rp := &s.epp.reps[k]
+					if rp.tokens[i] != 0 || rp.reqs[i] != 0 {
+						t.Errorf("pod %d: EPP replica %d in-flight tokens %d requests %d after draining", i, k, rp.tokens[i], rp.reqs[i])
+					}
+					routed += rp.m.attempts[i]
+				}
 				finished += p.m.success
 				var promptH int64
 				for _, c := range p.m.promptTokensH.counts {

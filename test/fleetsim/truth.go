@@ -25,6 +25,30 @@ type Truth struct {
 	Phases                []PhaseTruth   `json:"phases"`
 	// Windows lists every saturated window of every pod, in time then pod order.
 	Windows []Window `json:"windows"`
+	// Exporters is what the run exported and what Prometheus can see of it.
+	Exporters ExportersTruth `json:"exporters"`
+}
+
+// ExportersTruth is the export shape of a run and the names it joins on.
+type ExportersTruth struct {
+	Shape string `json:"shape"`
+	// GateProducer is the producer_name of the in-flight series the gate reads.
+	GateProducer string `json:"gateProducer"`
+	// SyncedReplicas: the gate sees the in-flight sum over EPP replicas.
+	EPPReplicas    int  `json:"eppReplicas"`
+	SyncedReplicas bool `json:"syncedReplicas"`
+	// Engines lists every vLLM engine: its pod, rank, port, EPP endpoint name
+	// and whether its vLLM series reach Prometheus.
+	Engines []EngineTruth `json:"engines"`
+}
+
+// EngineTruth names one vLLM engine across the exporters.
+type EngineTruth struct {
+	Pod      string `json:"pod"`
+	Rank     int    `json:"rank"`
+	Port     int    `json:"port"`
+	Endpoint string `json:"endpoint"`
+	Scraped  bool   `json:"scraped"`
 }
 
 // SaturationRule defines a saturated window. Windows are the consecutive
@@ -41,9 +65,11 @@ type SaturationRule struct {
 	BelowMaxNumSeqs bool    `json:"belowMaxNumSeqs"`
 }
 
-// Window is one pod's saturated window.
+// Window is one engine's saturated window.
 type Window struct {
 	Pod string `json:"pod"`
+	// Rank is the engine's data-parallel rank in its pod (0 without DP).
+	Rank int `json:"rank"`
 	// Phase is the phase holding the whole window ("" when it straddles two).
 	Phase     string  `json:"phase"`
 	Start     float64 `json:"start"` // scenario seconds
@@ -98,9 +124,15 @@ type PhaseTruth struct {
 	ExcessTokens ExcessTokens `json:"excessTokens"`
 }
 
-// PodTruth is one pod in one phase.
+// PodTruth is one engine (a pod, or one data-parallel rank of a pod) in one
+// phase.
 type PodTruth struct {
-	Pod         string  `json:"pod"`
+	Pod string `json:"pod"`
+	// Rank is the data-parallel rank (0 without DP); Endpoint the EPP's name
+	// for the engine; Scraped whether its vLLM series reach Prometheus.
+	Rank        int     `json:"rank"`
+	Endpoint    string  `json:"endpoint"`
+	Scraped     bool    `json:"scraped"`
 	NominalRate float64 `json:"nominalRate"`
 	// DrainRate is the engine's prefill work over the pod's saturated windows
 	// in the phase divided by their length; null without any.
@@ -385,7 +417,7 @@ func (s *sim) windows() []Window {
 				continue
 			}
 			sec := float64(t1-t0) / 1e9
-			w := Window{Pod: s.sc.PodName(pi), Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
+			w := Window{Pod: s.sc.PodName(pi / s.x.DPRanks), Rank: pi % s.x.DPRanks, Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
 				StartTime: s.rfc(t0), EndTime: s.rfc(t1),
 				DrainRate:        (smp[i1].work - smp[i0].work) / sec,
 				CounterDrainRate: float64(smp[i1].localCompute-smp[i0].localCompute) / sec,
@@ -416,6 +448,12 @@ func (s *sim) truth() *Truth {
 	if t.Windows == nil {
 		t.Windows = []Window{}
 	}
+	t.Exporters = ExportersTruth{Shape: s.x.Name, GateProducer: s.x.Producers[0], EPPReplicas: s.x.EPPReplicas,
+		SyncedReplicas: s.x.SyncReplicas && s.x.EPPReplicas > 1}
+	for i := range s.pods {
+		t.Exporters.Engines = append(t.Exporters.Engines, EngineTruth{Pod: s.sc.PodName(i / s.x.DPRanks), Rank: i % s.x.DPRanks,
+			Port: s.x.port(i), Endpoint: s.x.endpointName(s.sc, i), Scraped: s.x.scraped(i)})
+	}
 	end := s.runEnd
 	if s.live {
 		end = s.now
@@ -433,11 +471,12 @@ func (s *sim) truth() *Truth {
 		pt.Unfinished = acc.requests - len(acc.ttft)
 		var pooled []float64
 		for i := range s.pods {
-			pod := PodTruth{Pod: s.sc.PodName(i), NominalRate: s.sc.Pods.Engine.NominalRate, Routed: acc.pods[i].routed,
+			pod := PodTruth{Pod: s.sc.PodName(i / s.x.DPRanks), Rank: i % s.x.DPRanks, Endpoint: s.x.endpointName(s.sc, i),
+				Scraped: s.x.scraped(i), NominalRate: s.sc.Pods.Engine.NominalRate, Routed: acc.pods[i].routed,
 				TTFT: quantiles(acc.pods[i].ttft)}
 			var work, cwork, dec, busy, sec float64
 			for _, w := range t.Windows {
-				if w.Pod != pod.Pod || w.Phase != pt.Name {
+				if w.Pod != pod.Pod || w.Rank != pod.Rank || w.Phase != pt.Name {
 					continue
 				}
 				d := w.End - w.Start

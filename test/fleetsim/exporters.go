@@ -1,0 +1,360 @@
+package fleetsim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Named export shapes (ExportShapeNamed).
+const (
+	// ShapeLegacySim is the simulator's output before export shapes existed:
+	// bare pod names everywhere, every in-flight series from the start,
+	// `namespace`/`pod` labels only, iteration tokens observed every step.
+	// No cluster emits this; it is kept only until the estimator is adapted.
+	ShapeLegacySim = "legacy-sim"
+	// ShapeLLMD2026 is today's llm-d: llm-d-router main (>= 0.10) behind a
+	// prometheus-operator ServiceMonitor, vLLM of late 2026 behind llm-d's
+	// PodMonitor (port 8000). docs/exporters.md cites every fact.
+	ShapeLLMD2026 = "llm-d-2026"
+	// ShapeLLMDMid2026 is llm-d-2026 with a vLLM from before the July 2026
+	// prefix-cache fix (PR #48860).
+	ShapeLLMDMid2026 = "llm-d-mid-2026"
+	// ShapeLLMD2025 is llm-d-router release-0.8 (GIE v1.5 metric names, no
+	// in-flight gauges) with vLLM 0.11.
+	ShapeLLMD2025 = "llm-d-2025"
+)
+
+// DefaultExportShape is the shape runs use when neither the scenario nor
+// the Options name one. The one line to flip to ShapeLLMD2026 once the
+// estimator reads the real shapes.
+const DefaultExportShape = ShapeLegacySim
+
+// VLLMGeneration selects the vLLM build whose metric names and counting
+// rules the engines export.
+type VLLMGeneration string
+
+// vLLM generations.
+const (
+	// VLLMSim is legacy-sim's vLLM: 2026 names without waiting_by_reason.
+	VLLMSim VLLMGeneration = "sim"
+	// VLLM011 is vLLM <= 0.11: also the gpu_* names and
+	// time_per_output_token_seconds, none of the 2026 counters, prefix-cache
+	// counters re-counted on every scheduling attempt.
+	VLLM011 VLLMGeneration = "0.11"
+	// VLLMMid2026 has the 2026 counters and waiting_by_reason, but counts
+	// prefix-cache queries/hits on every scheduling attempt (before PR #48860).
+	VLLMMid2026 VLLMGeneration = "2026-06"
+	// VLLMLate2026 counts prefix-cache queries/hits once per request.
+	VLLMLate2026 VLLMGeneration = "2026-11"
+)
+
+// EPPGeneration selects the llm-d-router build whose EPP metrics are exported.
+type EPPGeneration string
+
+// EPP generations.
+const (
+	// EPP08 is llm-d-router release-0.8 (GIE v1.5): inference_extension_* and
+	// inference_objective_* names, pod_name label, no in-flight gauges.
+	EPP08 EPPGeneration = "0.8"
+	// EPP010 is llm-d-router >= 0.10 (main): llm_d_epp_* names and in-flight
+	// gauges, with the deprecated GIE names still emitted alongside.
+	EPP010 EPPGeneration = "0.10"
+	// EPPSim is legacy-sim's EPP: llm_d_epp_* names only.
+	EPPSim EPPGeneration = "sim"
+)
+
+// ScrapeShape is how the series reach Prometheus: the target labels it adds.
+type ScrapeShape string
+
+// Scrape shapes.
+const (
+	// ScrapeSim labels every series with namespace and pod only (legacy-sim).
+	ScrapeSim ScrapeShape = "sim"
+	// ScrapeOperator is prometheus-operator: vLLM through a PodMonitor
+	// (job, namespace, pod, container, endpoint, instance), the EPP through
+	// a ServiceMonitor (+ service) with honorLabels false, so the EPP's own
+	// namespace label becomes exported_namespace.
+	ScrapeOperator ScrapeShape = "prometheus-operator"
+	// ScrapeKubernetesSD is a raw kubernetes_sd job (llm-d-router's example
+	// Prometheus): instance and job only.
+	ScrapeKubernetesSD ScrapeShape = "kubernetes-sd"
+)
+
+// ExportShape is what the simulated exporters emit and how it is scraped:
+// names, labels, observation rules, lifecycles and topology. Start from a
+// named shape (ExportShapeNamed) and override fields.
+type ExportShape struct {
+	// Name is the named shape this one started from.
+	Name string
+	VLLM VLLMGeneration
+	EPP  EPPGeneration
+	// RankEndpoints names EPP endpoints <pod>-rank-<i> in the in-flight
+	// gauges (the scheduler attempts and vLLM keep the bare pod).
+	RankEndpoints bool
+	// LazyInFlight makes an endpoint's in-flight series appear only after its
+	// first request; they are never deleted.
+	LazyInFlight bool
+	// Producers are the in-flight load producer instances (producer_name);
+	// the first feeds the gate, the others count the same requests.
+	Producers []string
+	// DPRanks is the data-parallel ranks per pod: one engine, one port
+	// (8000+i) and one EPP endpoint each.
+	DPRanks int
+	// ScrapeAllRanks scrapes every rank's port; false scrapes port 8000
+	// only (llm-d's PodMonitor), so only rank 0's vLLM series exist.
+	ScrapeAllRanks bool
+	// EPPReplicas is the number of EPP pods; requests alternate among them.
+	EPPReplicas int
+	// SyncReplicas shares in-flight load across replicas: the gate sees the
+	// sum while each replica's gauge shows its own increments.
+	SyncReplicas bool
+	Scrape       ScrapeShape
+	// UsageShare is the share of responses carrying usage; only those
+	// observe the EPP's token histograms (streaming without include_usage).
+	UsageShare float64
+	// IterationEveryStep observes vllm:iteration_tokens_total on every
+	// engine step (legacy-sim); real vLLM skips steps without an output.
+	IterationEveryStep bool
+}
+
+// ExportShapeNames lists the named shapes.
+func ExportShapeNames() []string {
+	return []string{ShapeLLMD2025, ShapeLLMD2026, ShapeLLMDMid2026, ShapeLegacySim}
+}
+
+// ExportShapeNamed returns a named shape ("" = DefaultExportShape).
+func ExportShapeNamed(name string) (ExportShape, error) {
+	if name == "" {
+		name = DefaultExportShape
+	}
+	real := ExportShape{Name: name, VLLM: VLLMLate2026, EPP: EPP010, RankEndpoints: true, LazyInFlight: true,
+		Producers: []string{"inflight-load-producer"}, DPRanks: 1, EPPReplicas: 1, SyncReplicas: true,
+		Scrape: ScrapeOperator, UsageShare: 1}
+	switch name {
+	case ShapeLegacySim:
+		return ExportShape{Name: name, VLLM: VLLMSim, EPP: EPPSim, Producers: []string{"inflight-load-producer"},
+			DPRanks: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}, nil
+	case ShapeLLMD2026:
+		return real, nil
+	case ShapeLLMDMid2026:
+		real.VLLM = VLLMMid2026
+		return real, nil
+	case ShapeLLMD2025:
+		real.VLLM, real.EPP = VLLM011, EPP08
+		return real, nil
+	}
+	return ExportShape{}, fmt.Errorf("unknown export shape %q (known: %s)", name, strings.Join(ExportShapeNames(), ", "))
+}
+
+// Validate checks the shape's fields.
+func (x *ExportShape) Validate() error {
+	switch x.VLLM {
+	case VLLMSim, VLLM011, VLLMMid2026, VLLMLate2026:
+	default:
+		return fmt.Errorf("vllm must be one of %s, %s, %s, %s, got %q", VLLM011, VLLMMid2026, VLLMLate2026, VLLMSim, x.VLLM)
+	}
+	switch x.EPP {
+	case EPPSim, EPP08, EPP010:
+	default:
+		return fmt.Errorf("epp must be one of %s, %s, %s, got %q", EPP08, EPP010, EPPSim, x.EPP)
+	}
+	switch x.Scrape {
+	case ScrapeSim, ScrapeOperator, ScrapeKubernetesSD:
+	default:
+		return fmt.Errorf("scrape must be one of %s, %s, %s, got %q", ScrapeOperator, ScrapeKubernetesSD, ScrapeSim, x.Scrape)
+	}
+	if len(x.Producers) == 0 {
+		return fmt.Errorf("producers must name at least one in-flight producer")
+	}
+	seen := map[string]bool{}
+	for _, p := range x.Producers {
+		if p == "" || seen[p] {
+			return fmt.Errorf("producers must be non-empty and unique, got %q", x.Producers)
+		}
+		seen[p] = true
+	}
+	if x.DPRanks < 1 || x.DPRanks > 64 {
+		return fmt.Errorf("dpRanks must be in [1, 64], got %d", x.DPRanks)
+	}
+	if x.EPPReplicas < 1 || x.EPPReplicas > 16 {
+		return fmt.Errorf("eppReplicas must be in [1, 16], got %d", x.EPPReplicas)
+	}
+	if !(x.UsageShare >= 0 && x.UsageShare <= 1) || math.IsNaN(x.UsageShare) {
+		return fmt.Errorf("usageShare must be in [0, 1], got %v", x.UsageShare)
+	}
+	return nil
+}
+
+// String renders the shape's fields (stable order), e.g. for a report.
+func (x *ExportShape) String() string {
+	return fmt.Sprintf("%s (vllm %s, epp %s, rank endpoints %t, lazy in-flight %t, producers %s, dp ranks %d, scrape all ranks %t, epp replicas %d, synced %t, scrape %s, usage share %g)",
+		x.Name, x.VLLM, x.EPP, x.RankEndpoints, x.LazyInFlight, strings.Join(x.Producers, "+"), x.DPRanks, x.ScrapeAllRanks,
+		x.EPPReplicas, x.SyncReplicas, x.Scrape, x.UsageShare)
+}
+
+// exportShape resolves the shape of a run: Options over the scenario over
+// the package default.
+func exportShape(sc *Scenario, opt *Options) (ExportShape, error) {
+	var x ExportShape
+	switch {
+	case opt.Exporters != nil:
+		x = *opt.Exporters
+	case sc.Exporters != nil:
+		x = *sc.Exporters
+	default:
+		var err error
+		if x, err = ExportShapeNamed(""); err != nil {
+			return x, err
+		}
+	}
+	x.Producers = append([]string(nil), x.Producers...)
+	if err := x.Validate(); err != nil {
+		return x, fmt.Errorf("scenario %s: exporters: %w", sc.Name, err)
+	}
+	return x, nil
+}
+
+// SetExportField sets one shape field by its YAML name from a string value
+// (the parser's and the command line's common path).
+func (x *ExportShape) SetExportField(key, val string) error {
+	b := func(dst *bool) error {
+		v, err := strconv.ParseBool(val)
+		if err != nil {
+			return fmt.Errorf("%s must be true or false, got %q", key, val)
+		}
+		*dst = v
+		return nil
+	}
+	n := func(dst *int) error {
+		v, err := strconv.Atoi(val)
+		if err != nil {
+			return fmt.Errorf("%s must be an integer, got %q", key, val)
+		}
+		*dst = v
+		return nil
+	}
+	switch key {
+	case "vllm":
+		x.VLLM = VLLMGeneration(val)
+	case "epp":
+		x.EPP = EPPGeneration(val)
+	case "rankEndpoints":
+		return b(&x.RankEndpoints)
+	case "lazyInFlight":
+		return b(&x.LazyInFlight)
+	case "producers":
+		x.Producers = nil
+		for _, p := range strings.Split(val, ",") {
+			x.Producers = append(x.Producers, strings.TrimSpace(p))
+		}
+	case "dpRanks":
+		return n(&x.DPRanks)
+	case "scrapeAllRanks":
+		return b(&x.ScrapeAllRanks)
+	case "eppReplicas":
+		return n(&x.EPPReplicas)
+	case "syncReplicas":
+		return b(&x.SyncReplicas)
+	case "scrape":
+		x.Scrape = ScrapeShape(val)
+	case "usageShare":
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return fmt.Errorf("usageShare must be a number, got %q", val)
+		}
+		x.UsageShare = v
+	case "iterationEveryStep":
+		return b(&x.IterationEveryStep)
+	default:
+		return fmt.Errorf("unknown exporters field %q (known: %s)", key, strings.Join(exportFieldNames(), ", "))
+	}
+	return nil
+}
+
+func exportFieldNames() []string {
+	out := []string{"dpRanks", "epp", "eppReplicas", "iterationEveryStep", "lazyInFlight", "producers", "rankEndpoints",
+		"scrape", "scrapeAllRanks", "syncReplicas", "usageShare", "vllm"}
+	sort.Strings(out)
+	return out
+}
+
+// ParseExportShape builds a shape from "NAME[,key=value...]" (the command
+// line's --exporters).
+func ParseExportShape(spec string) (ExportShape, error) {
+	parts := strings.Split(spec, ",")
+	x, err := ExportShapeNamed(strings.TrimSpace(parts[0]))
+	if err != nil {
+		return x, err
+	}
+	var producers []string
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok {
+			// a bare word continues a producers list
+			if producers != nil {
+				producers = append(producers, strings.TrimSpace(kv))
+				x.Producers = producers
+				continue
+			}
+			return x, fmt.Errorf("exporters %q: %q is not key=value", spec, kv)
+		}
+		if k == "producers" {
+			producers = []string{strings.TrimSpace(v)}
+			x.Producers = producers
+			continue
+		}
+		producers = nil
+		if err := x.SetExportField(k, strings.TrimSpace(v)); err != nil {
+			return x, fmt.Errorf("exporters %q: %w", spec, err)
+		}
+	}
+	return x, x.Validate()
+}
+
+// engines is the number of vLLM engines (pods × ranks).
+func (x *ExportShape) engines(sc *Scenario) int { return sc.Pods.Count * x.DPRanks }
+
+// endpointName is engine i's EPP endpoint name in the in-flight gauges.
+func (x *ExportShape) endpointName(sc *Scenario, i int) string {
+	pod := sc.PodName(i / x.DPRanks)
+	if x.RankEndpoints || x.DPRanks > 1 {
+		return pod + "-rank-" + strconv.Itoa(i%x.DPRanks)
+	}
+	return pod
+}
+
+// recordName is engine i's endpoint name in gate records: the bare pod
+// with one rank (as before export shapes), else <pod>-rank-<i>.
+func (x *ExportShape) recordName(sc *Scenario, i int) string {
+	if x.DPRanks == 1 {
+		return sc.PodName(i)
+	}
+	return x.endpointName(sc, i)
+}
+
+// port is engine i's vLLM port.
+func (x *ExportShape) port(i int) int { return 8000 + i%x.DPRanks }
+
+// scraped reports whether engine i's vLLM series reach Prometheus.
+func (x *ExportShape) scraped(i int) bool { return x.ScrapeAllRanks || i%x.DPRanks == 0 }
+
+// eppPodName is EPP replica k's pod name.
+func eppPodName(sc *Scenario, k, replicas int) string {
+	if replicas == 1 {
+		return sc.EPP.Pod
+	}
+	if base, ok := strings.CutSuffix(sc.EPP.Pod, "-0"); ok {
+		return base + "-" + strconv.Itoa(k)
+	}
+	return sc.EPP.Pod + "-" + strconv.Itoa(k)
+}
+
+// podIP is a stable fake address for pod i (instance labels).
+func podIP(i int) string { return fmt.Sprintf("10.1.%d.%d", i/250, i%250+2) }
+
+// eppIP is EPP replica k's address.
+func eppIP(k int) string { return fmt.Sprintf("10.2.0.%d", k+2) }
