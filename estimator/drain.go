@@ -65,6 +65,8 @@ type drainInputs struct {
 	coverageFrac float64
 	covered      int
 	expectedPods int
+	// units names the engines' endpoint units (from the waiting gauge).
+	units endpointKeys
 	// podless counts required series without a pod label.
 	podless int
 
@@ -450,6 +452,9 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 // drainResults fills the drain rate, per-request, step and nominal estimates.
 func (e *Estimator) drainResults(d *drainInputs, est *Estimates, stale *Reason) {
 	ev := d.evidence(stale)
+	for _, n := range ev.engines {
+		est.Shape.EnginesPerPod = max(est.Shape.EnginesPerPod, n)
+	}
 	est.PerRequestRate = e.rates.perRequest.estimate(ev).RateEstimate
 	ev.perRequest = est.PerRequestRate
 	est.DrainRate = e.rates.drain.estimate(ev).RateEstimate
@@ -468,6 +473,7 @@ func (e *Estimator) drainResults(d *drainInputs, est *Estimates, stale *Reason) 
 // when the windows can be judged, the per-pod saturated windows.
 func (d *drainInputs) evidence(stale *Reason) *evidence {
 	ev := &evidence{d: d, engines: map[podKey]int{}}
+	d.units = newEndpointKeys(d.wait)
 	switch {
 	case d.covErr.get() != nil:
 		ev.unreadable = []Reason{failReason("", d.covErr.get())}
@@ -491,7 +497,7 @@ func (d *drainInputs) evidence(stale *Reason) *evidence {
 	}
 	ev.caveats = d.caveats()
 	ev.windows = d.judge()
-	for k := range columns(d.wait, d.g) {
+	for k := range columns(d.wait, d.g, d.units) {
 		ev.engines[k.podKey()]++
 	}
 	return ev
@@ -559,13 +565,13 @@ func perRequestRate(ev *evidence) rateResult {
 	}
 	tokens := map[engineKey]float64{}
 	for _, s := range d.aTokens {
-		tokens[engineOf(s.Metric)] = float64(s.Value)
+		tokens[d.units.of(s.Metric)] = float64(s.Value)
 	}
 	perPod := map[podKey]float64{}
 	engines := map[podKey]int{}
 	nonFinite := 0
 	for _, s := range d.aSeconds {
-		k := engineOf(s.Metric)
+		k := d.units.of(s.Metric)
 		sec := float64(s.Value)
 		tok, ok := tokens[k]
 		if !ok {

@@ -73,9 +73,10 @@ func attempts(f Features, sel, rng string) string {
 	return "sum by (endpoint_name) (" + inc + ")"
 }
 
-// byEngine groups vLLM series per engine: Prometheus adds namespace and pod,
-// vLLM labels each data-parallel rank with engine.
-const byEngine = "namespace, pod, engine"
+// byEngine groups vLLM series per engine: Prometheus adds namespace, pod
+// and instance (a data-parallel rank on its own port is its own instance),
+// vLLM labels each internal data-parallel engine with engine.
+const byEngine = "namespace, pod, instance, engine"
 
 // vec renders name{matchers...}, skipping empty matcher lists.
 func vec(name string, matchers ...string) string {

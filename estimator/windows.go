@@ -37,20 +37,20 @@ type engineSeries struct {
 }
 
 func (d *drainInputs) engineSeries() engineSeries {
-	g := d.g
+	g, u := d.g, d.units
 	s := engineSeries{
-		wait: columns(d.wait, g), samples: columns(d.samples, g),
-		kv: columns(d.kv, g), run: columns(d.run, g), pre: columns(d.preempt, g),
-		rate: columns(d.rate, g), resets: columns(d.resets, g),
-		steps: columns(d.steps, g), decodes: columns(d.decodes, g), itlSum: columns(d.itlSum, g),
-		runMin: columns(d.runMin, g),
+		wait: columns(d.wait, g, u), samples: columns(d.samples, g, u),
+		kv: columns(d.kv, g, u), run: columns(d.run, g, u), pre: columns(d.preempt, g, u),
+		rate: columns(d.rate, g, u), resets: columns(d.resets, g, u),
+		steps: columns(d.steps, g, u), decodes: columns(d.decodes, g, u), itlSum: columns(d.itlSum, g, u),
+		runMin: columns(d.runMin, g, u),
 	}
 	if d.stepsUnobserved() {
 		s.steps = nil // the ITL gives the steps (stepsAt)
 	}
 	s.fitRate = s.rate
 	if d.fit != nil && d.fit != d.cs {
-		s.fitRate = columns(d.fitRate, g)
+		s.fitRate = columns(d.fitRate, g, u)
 	}
 	return s
 }

@@ -1,0 +1,171 @@
+package estimator_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/tuner"
+)
+
+// shapeCase is one export shape of the accuracy matrix (docs/estimator.md).
+type shapeCase struct {
+	name string
+	// spec is the shape as --exporters takes it.
+	spec string
+	// target edits the fixture's target (selectors, settings).
+	target func(*estimator.Target)
+	// wantReason, when set, is the reason the estimate must be
+	// Inconclusive with instead of accurate.
+	wantReason estimator.ReasonCode
+	// noModel: the shape has no in-flight gauges, the model cannot run.
+	noModel bool
+	// edit changes the scenario (data-parallel shapes halve the pods to
+	// keep the engines saturated).
+	edit func(*fleetsim.Scenario)
+}
+
+func shapeCases() []shapeCase {
+	jobs := func(t *estimator.Target) {
+		t.VLLMSelector, t.EPPSelector = `job="vllm"`, `job="inference-extension-epp"`
+	}
+	producer := func(t *estimator.Target) { t.InFlightProducer = "inflight-load-producer" }
+	synced := func(t *estimator.Target) { t.SyncedEPPReplicas = true }
+	halfPods := func(sc *fleetsim.Scenario) { sc.Pods.Count /= 2 }
+	return []shapeCase{
+		{name: "legacy-sim", spec: fleetsim.ShapeLegacySim},
+		{name: "llm-d-2026", spec: fleetsim.ShapeLLMD2026},
+		{name: "llm-d-mid-2026", spec: fleetsim.ShapeLLMDMid2026},
+		{name: "llm-d-2025", spec: fleetsim.ShapeLLMD2025, noModel: true},
+		{name: "two-producers-named", spec: fleetsim.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer", target: producer},
+		{name: "two-producers-unnamed", spec: fleetsim.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer",
+			wantReason: estimator.ReasonInFlightProducerAmbiguous},
+		{name: "dp2-port-8000", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2", edit: halfPods},
+		{name: "dp2-all-ranks", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2,scrapeAllRanks=true", edit: halfPods},
+		{name: "epp-replicas-synced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=true", target: synced},
+		{name: "epp-replicas-unsynced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=false"},
+		{name: "usage-half", spec: fleetsim.ShapeLLMD2026 + ",usageShare=0.5"},
+		{name: "kubernetes-sd", spec: fleetsim.ShapeLLMD2026 + ",scrape=kubernetes-sd", target: jobs,
+			wantReason: estimator.ReasonPodLabelMissing},
+	}
+}
+
+// shapeResult is one row of the accuracy table.
+type shapeResult struct {
+	drain, nominal, perRequest float64 // relative errors (NaN: inconclusive)
+	decisions                  int
+}
+
+// TestEveryExportShapeIsAccurateOrNamesItsReason runs calibration-15928
+// under each export shape through a real Prometheus and checks the drain
+// rate within ±2 % and the nominal within ±5 % of the simulator's truth and
+// that the Prometheus model draws decisions — or that the estimate is
+// Inconclusive with the shape's named reason.
+func TestEveryExportShapeIsAccurateOrNamesItsReason(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real Prometheus; skipped under -short")
+	}
+	var rows []string
+	for _, tc := range shapeCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := fleetsim.ParseExportShape(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := fixture(t, variant{key: "shape-" + tc.name, scenario: "calibration-15928", seed: 1, exporters: &x, edit: tc.edit})
+			at := run.end()
+			lookback := time.Duration(run.truth.End-run.truth.Start) * time.Second
+			target := run.target()
+			target.EPPSelector = fmt.Sprintf(`pod=~%q`, strings.TrimSuffix(run.sc.EPP.Pod, "-0")+"(-[0-9]+)?")
+			if tc.target != nil {
+				tc.target(&target)
+			}
+			est, err := estimator.New(run.q, fixedClock(at), estimator.Config{Lookback: lookback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := est.Estimate(context.Background(), target, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("shape %s: status %s, reasons %v, shape %+v", x.String(), e.Status, codes(e.Reasons), e.Shape)
+			if tc.wantReason != "" {
+				if e.Status != estimator.StatusInconclusive || !e.HasReason(tc.wantReason) {
+					t.Fatalf("status %s, reasons %v; want inconclusive with %s", e.Status, codes(e.Reasons), tc.wantReason)
+				}
+				rows = append(rows, fmt.Sprintf("| %s | Inconclusive: `%s` | | | | |", tc.name, tc.wantReason))
+				return
+			}
+			res := checkShapeAccuracy(t, run, e, at, lookback)
+			if tc.noModel {
+				if e.InFlight.Status != estimator.StatusInconclusive || len(e.InFlight.Reasons) == 0 {
+					t.Errorf("in-flight %s without a reason on a shape without in-flight gauges", e.InFlight.Status)
+				}
+			} else {
+				res.decisions = modelDecisions(t, e, at, lookback)
+				if res.decisions == 0 {
+					t.Errorf("the Prometheus model drew no decisions; in-flight %s %v, routing %v", e.InFlight.Status, e.InFlight.Reasons, e.Routing.Endpoints)
+				}
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %+.2f%% | %+.2f%% | %.2f × | %d |", tc.name, 100*res.drain, 100*res.nominal, res.perRequest, res.decisions))
+		})
+	}
+	t.Logf("accuracy table:\n%s", strings.Join(rows, "\n"))
+}
+
+// checkShapeAccuracy checks the drain rate (±2 %) and the nominal (±5 %)
+// against the truth and returns the relative errors and A / truth.
+func checkShapeAccuracy(t *testing.T, run *simRun, e *estimator.Estimates, at time.Time, lookback time.Duration) shapeResult {
+	t.Helper()
+	res := shapeResult{drain: math.NaN(), nominal: math.NaN(), perRequest: math.NaN()}
+	truth, n := drainTruth(run.truth, run.base, at.Add(-lookback), at)
+	if n == 0 {
+		t.Fatal("the simulator reports no saturated window")
+	}
+	if b := e.DrainRate; b.Status != estimator.StatusOK {
+		t.Errorf("drain rate %s: %v", b.Status, codes(e.Reasons))
+	} else {
+		res.drain = *b.Value/truth - 1
+		if math.Abs(res.drain) > 0.02 {
+			t.Errorf("drain rate %.0f is %+.2f%% from the truth %.0f; want within 2%%", *b.Value, 100*res.drain, truth)
+		}
+	}
+	nominal := run.sc.Pods.Engine.NominalRate
+	if nm := e.Nominal; nm.Status != estimator.StatusOK {
+		t.Errorf("nominal %s: %v", nm.Status, nm.Reasons)
+	} else {
+		res.nominal = *nm.Value/nominal - 1
+		if math.Abs(res.nominal) > 0.05 {
+			t.Errorf("nominal %.0f is %+.2f%% from the truth %.0f; want within 5%%", *nm.Value, 100*res.nominal, nominal)
+		}
+	}
+	if a := e.PerRequestRate; a.Status == estimator.StatusOK {
+		res.perRequest = *a.Value / truth
+	}
+	return res
+}
+
+// modelDecisions counts the decisions the tuner's Prometheus model draws
+// from the estimates over the lookback.
+func modelDecisions(t *testing.T, e *estimator.Estimates, at time.Time, lookback time.Duration) int {
+	t.Helper()
+	m := &tuner.Model{Est: e, BlockSizeTokens: 64, Seed: 1}
+	if err := m.Usable(); err != nil {
+		t.Errorf("model unusable: %v", err)
+		return 0
+	}
+	n := 0
+	err := m.Replay(context.Background(), at.Add(-lookback), at.Add(time.Second), func(d *tuner.Decision) error {
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Errorf("model replay: %v", err)
+	}
+	return n
+}
