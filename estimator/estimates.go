@@ -82,6 +82,9 @@ const (
 	// kubernetes_sd job with only instance and job), so nothing joins them
 	// to the EPP's endpoints.
 	ReasonPodLabelMissing ReasonCode = "pod-label-missing"
+	// ReasonSeriesEmpty: a series detected in the lookback came back empty
+	// from the query that reads it (e.g. under the in-flight producer filter).
+	ReasonSeriesEmpty ReasonCode = "series-empty"
 )
 
 // Reasons that are only warnings: the estimate stands, with a caveat.
@@ -411,7 +414,7 @@ func AllReasonCodes() []ReasonCode {
 		ReasonPrometheusUnavailable, ReasonPrometheusTimeout, ReasonBadQuery, ReasonPrometheusRejected,
 		ReasonBadResponse, ReasonCanceled,
 		ReasonEndpointNamesUnmatched, ReasonInFlightProducerAmbiguous, ReasonInFlightProducerNotFound,
-		ReasonSelectorMatchesNothing, ReasonPodLabelMissing,
+		ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty,
 		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
 		ReasonNominalFromStepTime, ReasonSnapshotsSkipped, ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved,

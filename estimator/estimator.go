@@ -85,7 +85,7 @@ func (e *Estimator) Estimate(ctx context.Context, t Target, at time.Time) (*Esti
 // the whole estimate is Inconclusive with them (docs/estimator.md, "Joins").
 var joinCodes = map[ReasonCode]bool{
 	ReasonEndpointNamesUnmatched: true, ReasonInFlightProducerAmbiguous: true, ReasonInFlightProducerNotFound: true,
-	ReasonSelectorMatchesNothing: true, ReasonPodLabelMissing: true,
+	ReasonSelectorMatchesNothing: true, ReasonPodLabelMissing: true, ReasonSeriesEmpty: true,
 }
 
 func overallStatus(est *Estimates) Status {

@@ -212,6 +212,13 @@ func (e *Estimator) inFlight(f Features, d *eppInputs, j *endpointJoin) InFlight
 	if len(out.Snapshots) == 0 {
 		code, detail := ReasonNoSeries, mEPPInflightTokens+" has no values in the lookback"
 		switch {
+		case len(d.tokens) == 0:
+			code = ReasonSeriesEmpty
+			detail = mEPPInflightTokens + " exists in the lookback, but reading it per endpoint"
+			if m := d.producerMatcher(); m != "" {
+				detail += " with " + m
+			}
+			detail += " returned no series"
 		case bad > 0:
 			code, detail = ReasonNonFinite, fmt.Sprintf("%d snapshots held NaN or Inf", bad)
 		case stale > 0:

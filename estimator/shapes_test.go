@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/tuner"
 )
@@ -169,3 +170,87 @@ func modelDecisions(t *testing.T, e *estimator.Estimates, at time.Time, lookback
 	}
 	return n
 }
+
+// TestUnjoinableDataHoldsWithANamedReason puts a fault proxy in front of a
+// real Prometheus holding calibration-15928 exported as llm-d-2026 and
+// checks each unjoinable or empty input makes the estimate Inconclusive
+// with a reason naming what did not match, and that the Prometheus model's
+// refusal (what the tuner holds with) carries it.
+func TestUnjoinableDataHoldsWithANamedReason(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real Prometheus; skipped under -short")
+	}
+	x, err := fleetsim.ParseExportShape(fleetsim.ShapeLLMD2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := fixture(t, variant{key: "shape-llm-d-2026", scenario: "calibration-15928", seed: 1, exporters: &x})
+	at := run.end()
+	lookback := time.Duration(run.truth.End-run.truth.Start) * time.Second
+	inflight := func(q string) bool { return strings.Contains(q, "llm_d_epp_inflight") }
+	cases := []struct {
+		name   string
+		f      fault
+		target func(*estimator.Target)
+		want   estimator.ReasonCode
+		// detail are substrings the reason's detail must hold.
+		detail []string
+	}{
+		{name: "in-flight endpoints named unlike the routed pods", f: fault{series: func(q string, s map[string]any) bool {
+			if m, ok := s["metric"].(map[string]any); ok && inflight(q) && m["endpoint_name"] != nil {
+				m["endpoint_name"] = "vllm-" + m["endpoint_name"].(string)
+			}
+			return true
+		}}, want: estimator.ReasonEndpointNamesUnmatched,
+			detail: []string{`in-flight "vllm-` + run.sc.PodName(0) + `-rank-0"`, `routing "` + run.sc.PodName(0) + `"`}},
+		{name: "EPP selector matches nothing", target: func(t *estimator.Target) { t.EPPSelector = `pod="no-such-epp"` },
+			want: estimator.ReasonSelectorMatchesNothing, detail: []string{`{pod="no-such-epp"}`, run.sc.EPP.Pod}},
+		{name: "in-flight producer not found", target: func(t *estimator.Target) { t.InFlightProducer = "no-such-producer" },
+			want: estimator.ReasonInFlightProducerNotFound, detail: []string{`"no-such-producer"`, `"inflight-load-producer"`}},
+		{name: "in-flight series present but empty", f: fault{series: func(q string, s map[string]any) bool {
+			return !(inflight(q) && strings.HasPrefix(q, "sum by (endpoint_name"))
+		}}, want: estimator.ReasonSeriesEmpty, detail: []string{mInFlightTokens}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := prom.NewHTTP(prom.HTTPConfig{Address: faultProxy(t, run.srv.URL(), tc.f), Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			est, err := estimator.New(q, fixedClock(at), estimator.Config{Lookback: lookback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := run.target()
+			if tc.target != nil {
+				tc.target(&target)
+			}
+			e, err := est.Estimate(context.Background(), target, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Status != estimator.StatusInconclusive || !hasPartReason(e, "inFlight", tc.want) {
+				t.Fatalf("status %s, reasons %v; want inconclusive with inFlight:%s", e.Status, codes(e.Reasons), tc.want)
+			}
+			var detail string
+			for _, r := range e.Reasons {
+				if r.Code == tc.want {
+					detail = r.Detail
+				}
+			}
+			for _, want := range tc.detail {
+				if !strings.Contains(detail, want) {
+					t.Errorf("detail %q lacks %q", detail, want)
+				}
+			}
+			m := &tuner.Model{Est: e, BlockSizeTokens: 64}
+			if err := m.Usable(); err == nil || !strings.Contains(err.Error(), string(tc.want)) || !strings.Contains(err.Error(), detail) {
+				t.Errorf("the model's refusal %v does not carry %s: %s", err, tc.want, detail)
+			}
+			t.Logf("%s: %s", tc.want, detail)
+		})
+	}
+}
+
+const mInFlightTokens = "llm_d_epp_inflight_tokens"
