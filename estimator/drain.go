@@ -70,10 +70,9 @@ type drainInputs struct {
 	// podless counts required series without a pod label.
 	podless int
 
-	// hasGeneration: vllm:generation_tokens_total exists. iterTokens and
-	// stepTokens are the step cross-check's sides (NaN when unknown).
-	hasGeneration          bool
-	iterTokens, stepTokens float64
+	// stepShare is the iteration histogram's step count over the steps the
+	// inter-token latency implies, on busy windows (NaN: not known).
+	stepShare float64
 }
 
 // vllmPodNames are the pod label values of the vLLM series.
@@ -199,7 +198,6 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 		}
 		if f.StepCount != "" {
 			window(&d.steps, "sum by ("+byEngine+") (rate("+vec(f.StepCount, sel)+"["+w+"]))")
-			e.queueStepCheck(r, d)
 		}
 		if f.InterTokenLatency != "" {
 			window(&d.decodes, "sum by ("+byEngine+") (rate("+vec(f.InterTokenLatency+"_count", sel)+"["+w+"]))")
@@ -209,37 +207,16 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 	}
 }
 
-// queueStepCheck queues the cross-check of the iteration histogram: the
-// tokens it observed over the lookback against the computed prompt tokens
-// plus the generated tokens. vLLM observes it only on steps that emit an
-// output (docs/estimator.md), so prefill-only steps are missing from its
-// count wherever its tokens fall short.
-func (e *Estimator) queueStepCheck(r *runner, d *drainInputs) {
-	if d.cs == nil || !d.hasGeneration {
-		return
-	}
-	sel, lb, at := d.t.VLLMSelector, promDur(d.cfg.Lookback), d.at
-	for _, q := range []struct {
-		dst  *float64
-		expr string
-	}{
-		{&d.iterTokens, "sum(increase(" + vec(mIterationTokens+"_sum", sel) + "[" + lb + "]))"},
-		{&d.stepTokens, "sum(" + d.cs.expr(sel, "increase", lb, byEngine) + ") + sum(increase(" + vec(mGenerationToks, sel) + "[" + lb + "]))"},
-	} {
-		q := q
-		*q.dst = math.NaN()
-		r.spawn(func() {
-			if v, err := r.instant(q.expr, at); err == nil && len(v) > 0 {
-				*q.dst = float64(v[0].Value)
-			}
-		})
-	}
-}
+// minStepCountShare is the share of the ITL's steps the iteration
+// histogram must count: the decode-weighted ITL reads 1-13 % high on the
+// simulator's busy windows, so only a larger shortfall means missing steps.
+const minStepCountShare = 0.9
 
-// stepsUnobserved reports whether the iteration histogram's tokens fall
-// more than 2 % short of the computed plus generated tokens.
+// stepsUnobserved reports whether the iteration histogram counts fewer
+// than minStepCountShare of the steps the inter-token latency implies on
+// busy windows: vLLM does not observe prefill-only steps.
 func (d *drainInputs) stepsUnobserved() bool {
-	return finite(d.iterTokens) && finite(d.stepTokens) && d.stepTokens > 0 && d.iterTokens < 0.98*d.stepTokens
+	return finite(d.stepShare) && d.stepShare < minStepCountShare
 }
 
 // perRequestTokens is A's numerator: vllm:request_prefill_kv_computed_tokens
@@ -454,6 +431,9 @@ func (e *Estimator) drainResults(d *drainInputs, est *Estimates, stale *Reason) 
 	ev := d.evidence(stale)
 	for _, n := range ev.engines {
 		est.Shape.EnginesPerPod = max(est.Shape.EnginesPerPod, n)
+	}
+	if finite(d.stepShare) {
+		est.Shape.StepCountShare = ptr(d.stepShare)
 	}
 	est.PerRequestRate = e.rates.perRequest.estimate(ev).RateEstimate
 	ev.perRequest = est.PerRequestRate

@@ -119,6 +119,10 @@ const (
 	// ReasonEndpointsUnjoined: in-flight endpoints left out of the snapshots
 	// because no routed or vLLM pod is named like them (departed pods).
 	ReasonEndpointsUnjoined ReasonCode = "endpoints-unjoined"
+	// ReasonCachedHistogramPartial: the EPP's cached-token histogram
+	// observed fewer than 90 % of the requests (only responses carrying
+	// usage); below 50 % vLLM's prefix-cache counters replace it when they exist.
+	ReasonCachedHistogramPartial ReasonCode = "cached-histogram-partial"
 	// ReasonIterationStepsUnobserved: vllm:iteration_tokens_total misses
 	// steps (vLLM does not observe prefill-only steps), so the step count is
 	// read from the inter-token latency instead.
@@ -294,6 +298,10 @@ type Features struct {
 	// vLLM splits it by reason (requests deferred for a KV transfer, a LoRA
 	// budget or a grammar are not a backlog of prefill work).
 	WaitingCapacity string `json:"waitingCapacity,omitempty"`
+	// EPPInputTokens is the EPP's input-token histogram, PrefixCacheHits
+	// vLLM's prefix-cache hit counter (with its queries counter), when they exist.
+	EPPInputTokens  string `json:"eppInputTokens,omitempty"`
+	PrefixCacheHits string `json:"prefixCacheHits,omitempty"`
 	// Legacy lists the deprecated names in use (e.g. vllm:gpu_cache_usage_perc).
 	Legacy []string `json:"legacy,omitempty"`
 	// Present lists every probed name seen in the lookback.
@@ -398,7 +406,7 @@ func (c ReasonCode) fatal() bool {
 	case ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded,
 		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime,
-		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved:
+		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved, ReasonCachedHistogramPartial:
 		return false
 	}
 	return true
@@ -418,6 +426,7 @@ func AllReasonCodes() []ReasonCode {
 		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
 		ReasonNominalFromStepTime, ReasonSnapshotsSkipped, ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved,
+		ReasonCachedHistogramPartial,
 	}
 }
 

@@ -251,6 +251,18 @@ func features(v, p detection, t Target) (Features, *computedSource) {
 		f.Legacy = append(f.Legacy, mGIEInputTokens)
 	}
 	switch {
+	case p.has(mEPPInputTokens + "_count"):
+		f.EPPInputTokens = mEPPInputTokens
+	case p.has(mGIEInputTokens + "_count"):
+		f.EPPInputTokens = mGIEInputTokens
+	}
+	switch {
+	case v.has(mPrefixHits) && v.has(mPrefixQueries):
+		f.PrefixCacheHits = mPrefixHits
+	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
+		f.PrefixCacheHits = mGPUPrefixHits
+	}
+	switch {
 	case p.has(mEPPCachedTokens + "_count"):
 		f.CachedTokens = mEPPCachedTokens
 	case p.has(mGIECachedTokens + "_count"):
@@ -333,7 +345,7 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 
 	// Phase 2: everything else, concurrently.
 	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count"),
-		hasGeneration: vdet.has(mGenerationToks), iterTokens: math.NaN(), stepTokens: math.NaN()}
+		stepShare: math.NaN()}
 	e.queueDrain(r, d)
 	dist := &distInputs{}
 	e.queueDistributions(r, t, f, at, dist)

@@ -39,6 +39,16 @@ type Shape struct {
 	// label on its series: "exported_namespace" when the scrape does not
 	// honour labels, else "namespace".
 	EndpointNamespaceLabel string `json:"endpointNamespaceLabel,omitempty"`
+	// Requests counts the requests over the lookback (the larger of vLLM's
+	// prompt histogram count and the EPP's input histogram count: each
+	// sees a subset); CachedCoverage is the EPP cached-token histogram's
+	// share of them.
+	Requests       float64  `json:"requests,omitempty"`
+	CachedCoverage *float64 `json:"cachedCoverage,omitempty"`
+	// StepCountShare is the iteration histogram's step count over the steps
+	// the inter-token latency implies on busy windows (below 0.9: it
+	// misses steps, and steps are counted from the latency).
+	StepCountShare *float64 `json:"stepCountShare,omitempty"`
 	// Joins are the name matches made, each with what did not match.
 	Joins []Join `json:"joins"`
 	// Endpoints are the in-flight endpoints and the pod each joined to.

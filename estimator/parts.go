@@ -19,6 +19,11 @@ type distInputs struct {
 	cachedBuckets, cachedSum model.Vector
 	hits, queries            model.Vector
 	cachedErr                errSlot
+	// counterErr: the prefix-cache counters read as a fallback failed.
+	counterErr errSlot
+	// eppRequests is the EPP's input-token histogram count over the
+	// lookback (NaN: not read): the requests the EPP saw with usage.
+	eppRequests float64
 }
 
 func (e *Estimator) histSelector(t Target, name string) string {
@@ -47,24 +52,38 @@ func (e *Estimator) queueDistributions(r *runner, t Target, f Features, at time.
 	if f.PromptHistogram != "" {
 		hist(f.PromptHistogram, &d.promptBuckets, &d.promptSum, &d.promptErr)
 	}
-	switch f.CachedTokens {
-	case "":
-	case mEPPCachedTokens, mGIECachedTokens:
+	d.eppRequests = math.NaN()
+	if in := eppInputHistogram(f); in != "" && in != f.PromptHistogram && t.EPPSelector != "" {
+		// vLLM counts the requests of the engines scraped (llm-d's
+		// PodMonitor scrapes rank 0 only); the EPP those with usage.
+		r.spawn(func() {
+			if v, err := r.instant("sum(increase("+vec(in+"_count", t.EPPSelector)+"["+lb+"]))", at); err == nil && len(v) > 0 {
+				d.eppRequests = float64(v[0].Value)
+			}
+		})
+	}
+	if f.CachedTokens == mEPPCachedTokens || f.CachedTokens == mGIECachedTokens {
 		hist(f.CachedTokens, &d.cachedBuckets, &d.cachedSum, &d.cachedErr)
-	default:
+	}
+	if hits := f.PrefixCacheHits; hits != "" && f.CachedTokens != "" {
+		// The counters are the source, or the fallback of a partial EPP histogram.
 		queries := mPrefixQueries
-		if f.CachedTokens == mGPUPrefixHits {
+		if hits == mGPUPrefixHits {
 			queries = mGPUPrefixQuery
 		}
+		slot := &d.cachedErr
+		if f.CachedTokens != hits {
+			slot = &d.counterErr
+		}
 		r.spawn(func() {
-			v, err := r.instant("sum(increase("+vec(f.CachedTokens, t.VLLMSelector)+"["+lb+"]))", at)
+			v, err := r.instant("sum(increase("+vec(hits, t.VLLMSelector)+"["+lb+"]))", at)
 			d.hits = v
-			d.cachedErr.set(err)
+			slot.set(err)
 		})
 		r.spawn(func() {
 			v, err := r.instant("sum(increase("+vec(queries, t.VLLMSelector)+"["+lb+"]))", at)
 			d.queries = v
-			d.cachedErr.set(err)
+			slot.set(err)
 		})
 	}
 }
@@ -114,7 +133,14 @@ func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estima
 		est.Prompt = histDistribution(partPrompt, f.PromptHistogram, d.promptBuckets, d.promptSum)
 	}
 	if est.Prompt.Status == StatusOK {
-		est.RequestRate = Scalar{Status: StatusOK, Value: ptr(est.Prompt.Count / e.cfg.Lookback.Seconds()), Source: f.PromptHistogram + "_count"}
+		count, src := est.Prompt.Count, f.PromptHistogram+"_count"
+		if finite(d.eppRequests) && d.eppRequests > 1.02*count {
+			// Both count a subset; the larger is the better lower bound
+			// (within 2 % they differ by requests finishing across the edges).
+			count, src = d.eppRequests, eppInputHistogram(f)+"_count (above "+src+")"
+		}
+		est.RequestRate = Scalar{Status: StatusOK, Value: ptr(count / e.cfg.Lookback.Seconds()), Source: src}
+		est.Shape.Requests = count
 	} else {
 		est.RequestRate = Scalar{Status: StatusInconclusive, Source: f.PromptHistogram + "_count"}
 		for _, r := range est.Prompt.Reasons {
@@ -135,9 +161,41 @@ func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estima
 		est.Cached = Distribution{Status: StatusInconclusive, Source: f.CachedTokens, Reasons: []Reason{failReason(partCached, d.cachedErr.get())}}
 	case f.CachedTokens == mEPPCachedTokens || f.CachedTokens == mGIECachedTokens:
 		est.Cached = histDistribution(partCached, f.CachedTokens, d.cachedBuckets, d.cachedSum)
+		e.cachedByCoverage(t, f, d, est)
 	default:
 		est.Cached = counterCached(f.CachedTokens, d, est.Prompt)
 	}
+}
+
+// eppInputHistogram is the EPP's input-token histogram, "" when none.
+func eppInputHistogram(f Features) string { return f.EPPInputTokens }
+
+// minCachedCoverage is the share of requests the EPP's cached-token
+// histogram must observe to be the cached-token source when vLLM's
+// prefix-cache counters (which count every request) exist.
+const minCachedCoverage = 0.5
+
+// cachedByCoverage measures the EPP cached-token histogram's coverage (its
+// count against the requests counted) and, below minCachedCoverage, uses
+// vLLM's prefix-cache counters when they exist: the EPP observes only
+// responses carrying usage (streaming needs include_usage).
+func (e *Estimator) cachedByCoverage(t Target, f Features, d *distInputs, est *Estimates) {
+	req := est.Shape.Requests
+	if est.Cached.Status != StatusOK || !(req > 0) {
+		return
+	}
+	cov := math.Min(est.Cached.Count/req, 1)
+	est.Shape.CachedCoverage = ptr(cov)
+	if cov >= 0.9 {
+		return
+	}
+	detail := fmt.Sprintf("%s observed %.0f of %.0f requests (%.0f%%): the EPP observes only responses carrying usage",
+		f.CachedTokens, est.Cached.Count, req, 100*cov)
+	if cov < minCachedCoverage && f.PrefixCacheHits != "" && d.counterErr.get() == nil {
+		est.Cached = counterCached(f.PrefixCacheHits, d, est.Prompt)
+		detail += "; vLLM's prefix-cache counters count every request and are used (mean only)"
+	}
+	est.Cached.Reasons = append(est.Cached.Reasons, Reason{Code: ReasonCachedHistogramPartial, Part: partCached, Detail: detail})
 }
 
 // counterCached derives the cached-token mean from vLLM's prefix-cache

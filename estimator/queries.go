@@ -34,7 +34,6 @@ const (
 
 	// vLLM since PR #38435 (2026-03): the waiting gauge split by reason.
 	mWaitingByReason = "vllm:num_requests_waiting_by_reason"
-	mGenerationToks  = "vllm:generation_tokens_total"
 
 	// llm-d-router before 0.10 (GIE v1.5 names; release-0.8).
 	mGIEAttempts     = "inference_extension_scheduler_attempts_total"
@@ -49,7 +48,7 @@ var vllmProbe = []string{
 	mBySource, mPromptTokens, mPromptCached, mKVComputed + "_count",
 	mPrefixHits, mPrefixQueries, mGPUPrefixHits, mGPUPrefixQuery, mExternalHits,
 	mIterationTokens + "_count", mITL + "_count", mTPOT + "_count", mPrefillTime + "_count",
-	mPromptHist + "_count", mWaitingByReason, mGenerationToks,
+	mPromptHist + "_count", mWaitingByReason,
 }
 
 // eppProbe lists the EPP series whose presence is detected.

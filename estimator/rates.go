@@ -411,6 +411,6 @@ func stepTimeWindows(ev *evidence) rateResult {
 
 // unobservedDetail quantifies the iteration histogram's missing steps.
 func (d *drainInputs) unobservedDetail() string {
-	return fmt.Sprintf("%s observed %.0f tokens over the lookback against %.0f computed prompt plus generated tokens (%.1f%%): vLLM does not observe prefill-only steps",
-		mIterationTokens, d.iterTokens, d.stepTokens, 100*d.iterTokens/d.stepTokens)
+	return fmt.Sprintf("%s_count counts %.1f%% of the steps the inter-token latency implies on busy windows: vLLM does not observe prefill-only steps",
+		mIterationTokens, 100*d.stepShare)
 }

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ var evAt = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func testEvidence() *evidence {
 	cs := &computedSource{id: "tokens", rank: 1}
 	return &evidence{d: &drainInputs{cfg: Config{}.withDefaults(), cs: cs, at: evAt, coverageFrac: 1, covered: 4, expectedPods: 4,
-		missing: map[podKey][]string{}, stale: map[podKey]bool{}}}
+		missing: map[podKey][]string{}, stale: map[podKey]bool{}, stepShare: math.NaN()}}
 }
 
 func codes(rs []Reason) []ReasonCode {
@@ -194,8 +195,16 @@ func TestWithStepInputsHoldsWithoutTheBudgetOrAStepMetric(t *testing.T) {
 		t.Fatalf("no step metric: %+v", out)
 	}
 	ev.d.f.StepCount = mIterationTokens + "_count"
-	if out := withStepInputs(partNominal, base).estimate(ev); out.Status != StatusOK || base.calls != 1 {
+	if out := withStepInputs(partNominal, base).estimate(ev); out.Status != StatusOK || base.calls != 1 || len(out.Reasons) != 0 {
 		t.Fatalf("inputs known: %+v", out)
+	}
+	ev.d.stepShare = 0.5
+	if out := withStepInputs(partNominal, base).estimate(ev); !sameCodes(codes(out.Reasons), ReasonNoStepMetrics) {
+		t.Fatalf("steps unobserved, no ITL: %+v", out)
+	}
+	ev.d.f.InterTokenLatency = mITL
+	if out := withStepInputs(partNominal, base).estimate(ev); out.Status != StatusOK || !sameCodes(codes(out.Reasons), ReasonIterationStepsUnobserved) {
+		t.Fatalf("steps unobserved, ITL known: %+v", out)
 	}
 }
 

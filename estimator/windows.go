@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -45,6 +46,7 @@ func (d *drainInputs) engineSeries() engineSeries {
 		steps: columns(d.steps, g, u), decodes: columns(d.decodes, g, u), itlSum: columns(d.itlSum, g, u),
 		runMin: columns(d.runMin, g, u),
 	}
+	d.stepShare = s.stepCountShare(d)
 	if d.stepsUnobserved() {
 		s.steps = nil // the ITL gives the steps (stepsAt)
 	}
@@ -53,6 +55,28 @@ func (d *drainInputs) engineSeries() engineSeries {
 		s.fitRate = columns(d.fitRate, g, u)
 	}
 	return s
+}
+
+// stepCountShare is the iteration histogram's steps over the ITL's
+// (decodes over the ITL sum) summed over busy windows, NaN when unknown.
+func (s *engineSeries) stepCountShare(d *drainInputs) float64 {
+	var count, itl float64
+	for ek, st := range s.steps {
+		for i := 0; i < d.g.n; i++ {
+			rm, okM := s.runMin[ek].at(i)
+			c, okC := st.at(i)
+			dc, okD := s.decodes[ek].at(i)
+			is, okI := s.itlSum[ek].at(i)
+			if okM && rm >= 1 && okC && okD && okI && finite(c) && finite(dc) && finite(is) && dc > 0 && is > 0 {
+				count += c
+				itl += dc / is
+			}
+		}
+	}
+	if !(itl > 0) {
+		return math.NaN()
+	}
+	return count / itl
 }
 
 // stepsAt is the engine's steps per second in window i: the iteration
