@@ -52,3 +52,20 @@ func BenchmarkPromptShiftHourTruthOnly(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPromptShiftHourLLMD2026 is BenchmarkPromptShiftHour under the
+// llm-d-2026 export shape (lazy EPP series, GIE names alongside, operator
+// target labels).
+func BenchmarkPromptShiftHourLLMD2026(b *testing.B) {
+	sc := promptShiftHour(b)
+	x, err := ExportShapeNamed(ShapeLLMD2026)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Run(context.Background(), sc, Options{Seed: 1, Metrics: io.Discard, Records: io.Discard, Exporters: &x}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -53,6 +53,11 @@
 // compressed by a time-scale factor), serves /metrics, takes its settings
 // from a SettingsSource and plays EPP rollouts with Restart.
 //
+// Exporters. What the engines and the EPP export (names, labels, observation
+// rules, series lifecycles, DP topology, EPP replicas, scrape labels) is an
+// ExportShape chosen per scenario or run; docs/exporters.md cites every fact
+// it encodes to its upstream source.
+//
 // The scenario schema, the built-in scenarios, and the truth definitions
 // (saturated windows, drain rate, verdicts) are documented in
 // scenarios/README.md.

@@ -11,7 +11,8 @@ type request struct {
 	out     int32
 	prompt  int32
 	output  int32
-	pod     int32
+	pod     int32 // engine
+	ep      int32 // EPP endpoint
 
 	// EPP accounting.
 	eppTokens   int64

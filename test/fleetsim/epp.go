@@ -241,9 +241,9 @@ func (e *epp) route(r *request) decision {
 // firstToken releases r's in-flight tokens.
 func (e *epp) firstToken(r *request) {
 	if r.eppTokHeld && r.eppEpoch == e.epoch {
-		e.tokens[r.pod] -= r.eppTokens
+		e.tokens[r.ep] -= r.eppTokens
 		if len(e.reps) > 1 {
-			e.reps[r.eppRep].tokens[r.pod] -= r.eppTokens
+			e.reps[r.eppRep].tokens[r.ep] -= r.eppTokens
 		}
 	}
 	r.eppTokHeld = false
@@ -252,9 +252,9 @@ func (e *epp) firstToken(r *request) {
 // finished releases r's in-flight request.
 func (e *epp) finished(r *request) {
 	if r.eppReqHeld && r.eppEpoch == e.epoch {
-		e.reqs[r.pod]--
+		e.reqs[r.ep]--
 		if len(e.reps) > 1 {
-			e.reps[r.eppRep].reqs[r.pod]--
+			e.reps[r.eppRep].reqs[r.ep]--
 		}
 	}
 	r.eppReqHeld = false

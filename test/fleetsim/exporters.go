@@ -103,6 +103,9 @@ type ExportShape struct {
 	// DPRanks is the data-parallel ranks per pod: one engine, one port
 	// (8000+i) and one EPP endpoint each.
 	DPRanks int
+	// DPEngines is vLLM's internal data parallelism: engines behind one
+	// port (engine label 0..N-1), chosen per request by vLLM's front-end.
+	DPEngines int
 	// ScrapeAllRanks scrapes every rank's port; false scrapes port 8000
 	// only (llm-d's PodMonitor), so only rank 0's vLLM series exist.
 	ScrapeAllRanks bool
@@ -131,12 +134,12 @@ func ExportShapeNamed(name string) (ExportShape, error) {
 		name = DefaultExportShape
 	}
 	real := ExportShape{Name: name, VLLM: VLLMLate2026, EPP: EPP010, RankEndpoints: true, LazyInFlight: true,
-		Producers: []string{"inflight-load-producer"}, DPRanks: 1, EPPReplicas: 1, SyncReplicas: true,
+		Producers: []string{"inflight-load-producer"}, DPRanks: 1, DPEngines: 1, EPPReplicas: 1, SyncReplicas: true,
 		Scrape: ScrapeOperator, UsageShare: 1}
 	switch name {
 	case ShapeLegacySim:
 		return ExportShape{Name: name, VLLM: VLLMSim, EPP: EPPSim, Producers: []string{"inflight-load-producer"},
-			DPRanks: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}, nil
+			DPRanks: 1, DPEngines: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}, nil
 	case ShapeLLMD2026:
 		return real, nil
 	case ShapeLLMDMid2026:
@@ -179,6 +182,12 @@ func (x *ExportShape) Validate() error {
 	if x.DPRanks < 1 || x.DPRanks > 64 {
 		return fmt.Errorf("dpRanks must be in [1, 64], got %d", x.DPRanks)
 	}
+	if x.DPEngines < 1 || x.DPEngines > 64 {
+		return fmt.Errorf("dpEngines must be in [1, 64], got %d", x.DPEngines)
+	}
+	if x.Scrape == ScrapeSim && x.DPEngines > 1 {
+		return fmt.Errorf("dpEngines > 1 needs a real scrape shape (scrape %s labels no engine)", ScrapeSim)
+	}
 	if x.EPPReplicas < 1 || x.EPPReplicas > 16 {
 		return fmt.Errorf("eppReplicas must be in [1, 16], got %d", x.EPPReplicas)
 	}
@@ -190,8 +199,8 @@ func (x *ExportShape) Validate() error {
 
 // String renders the shape's fields (stable order), e.g. for a report.
 func (x *ExportShape) String() string {
-	return fmt.Sprintf("%s (vllm %s, epp %s, rank endpoints %t, lazy in-flight %t, producers %s, dp ranks %d, scrape all ranks %t, epp replicas %d, synced %t, scrape %s, usage share %g)",
-		x.Name, x.VLLM, x.EPP, x.RankEndpoints, x.LazyInFlight, strings.Join(x.Producers, "+"), x.DPRanks, x.ScrapeAllRanks,
+	return fmt.Sprintf("%s (vllm %s, epp %s, rank endpoints %t, lazy in-flight %t, producers %s, dp ranks %d, dp engines %d, scrape all ranks %t, epp replicas %d, synced %t, scrape %s, usage share %g)",
+		x.Name, x.VLLM, x.EPP, x.RankEndpoints, x.LazyInFlight, strings.Join(x.Producers, "+"), x.DPRanks, x.DPEngines, x.ScrapeAllRanks,
 		x.EPPReplicas, x.SyncReplicas, x.Scrape, x.UsageShare)
 }
 
@@ -252,6 +261,8 @@ func (x *ExportShape) SetExportField(key, val string) error {
 		}
 	case "dpRanks":
 		return n(&x.DPRanks)
+	case "dpEngines":
+		return n(&x.DPEngines)
 	case "scrapeAllRanks":
 		return b(&x.ScrapeAllRanks)
 	case "eppReplicas":
@@ -275,7 +286,7 @@ func (x *ExportShape) SetExportField(key, val string) error {
 }
 
 func exportFieldNames() []string {
-	out := []string{"dpRanks", "epp", "eppReplicas", "iterationEveryStep", "lazyInFlight", "producers", "rankEndpoints",
+	out := []string{"dpEngines", "dpRanks", "epp", "eppReplicas", "iterationEveryStep", "lazyInFlight", "producers", "rankEndpoints",
 		"scrape", "scrapeAllRanks", "syncReplicas", "usageShare", "vllm"}
 	sort.Strings(out)
 	return out
@@ -315,32 +326,47 @@ func ParseExportShape(spec string) (ExportShape, error) {
 	return x, x.Validate()
 }
 
-// engines is the number of vLLM engines (pods × ranks).
-func (x *ExportShape) engines(sc *Scenario) int { return sc.Pods.Count * x.DPRanks }
+// Engines are indexed pod-major: engine e serves EPP endpoint e/DPEngines
+// (with internal DP) and endpoint ep is rank ep%DPRanks of pod ep/DPRanks.
 
-// endpointName is engine i's EPP endpoint name in the in-flight gauges.
-func (x *ExportShape) endpointName(sc *Scenario, i int) string {
-	pod := sc.PodName(i / x.DPRanks)
+// engines is the number of vLLM engines (pods × ranks × internal engines).
+func (x *ExportShape) engines(sc *Scenario) int { return x.endpoints(sc) * x.DPEngines }
+
+// endpoints is the number of EPP endpoints (pods × ranks).
+func (x *ExportShape) endpoints(sc *Scenario) int { return sc.Pods.Count * x.DPRanks }
+
+// endpointOf is engine e's EPP endpoint.
+func (x *ExportShape) endpointOf(e int) int { return e / x.DPEngines }
+
+// podOf is endpoint ep's pod index; rankOf its rank.
+func (x *ExportShape) podOf(ep int) int  { return ep / x.DPRanks }
+func (x *ExportShape) rankOf(ep int) int { return ep % x.DPRanks }
+
+// endpointName is endpoint ep's name in the in-flight gauges.
+func (x *ExportShape) endpointName(sc *Scenario, ep int) string {
+	pod := sc.PodName(x.podOf(ep))
 	if x.RankEndpoints || x.DPRanks > 1 {
-		return pod + "-rank-" + strconv.Itoa(i%x.DPRanks)
+		return pod + "-rank-" + strconv.Itoa(x.rankOf(ep))
 	}
 	return pod
 }
 
-// recordName is engine i's endpoint name in gate records: the bare pod
-// with one rank (as before export shapes), else <pod>-rank-<i>.
-func (x *ExportShape) recordName(sc *Scenario, i int) string {
+// recordName is endpoint ep's name in gate records: the bare pod with one
+// rank (as before export shapes), else <pod>-rank-<i>.
+func (x *ExportShape) recordName(sc *Scenario, ep int) string {
 	if x.DPRanks == 1 {
-		return sc.PodName(i)
+		return sc.PodName(ep)
 	}
-	return x.endpointName(sc, i)
+	return x.endpointName(sc, ep)
 }
 
-// port is engine i's vLLM port.
-func (x *ExportShape) port(i int) int { return 8000 + i%x.DPRanks }
+// port is endpoint ep's vLLM port.
+func (x *ExportShape) port(ep int) int { return 8000 + x.rankOf(ep) }
 
-// scraped reports whether engine i's vLLM series reach Prometheus.
-func (x *ExportShape) scraped(i int) bool { return x.ScrapeAllRanks || i%x.DPRanks == 0 }
+// scraped reports whether engine e's vLLM series reach Prometheus.
+func (x *ExportShape) scraped(e int) bool {
+	return x.ScrapeAllRanks || x.rankOf(x.endpointOf(e)) == 0
+}
 
 // eppPodName is EPP replica k's pod name.
 func eppPodName(sc *Scenario, k, replicas int) string {

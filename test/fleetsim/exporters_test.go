@@ -486,3 +486,45 @@ func TestExportersParseFromYAMLAndFlags(t *testing.T) {
 		t.Error("flag form without =: no error")
 	}
 }
+
+func TestInternalDataParallelEnginesShareOneEndpoint(t *testing.T) {
+	f, tr, s := runShape(t, nil, shapeOf(t, ShapeLLMD2026+",dpEngines=2"), "saturated")
+	if len(s.pods) != 4 || len(s.epp.tokens) != 2 {
+		t.Fatalf("%d engines behind %d endpoints, want 4 behind 2", len(s.pods), len(s.epp.tokens))
+	}
+	pod := "llama-3-2-3b-cpu-decode-1"
+	for _, eng := range []string{"0", "1"} {
+		v := f.find("vllm:num_requests_running", map[string]string{"pod": pod, "engine": eng})
+		if len(v) != 1 || v[0].labels.Get("endpoint") != "8000" {
+			t.Errorf("%s engine %s: %d series on port 8000, want 1", pod, eng, len(v))
+		}
+	}
+	if n := len(f.find("llm_d_epp_inflight_tokens", nil)); n != 2 {
+		t.Errorf("%d in-flight series, want one per endpoint (2)", n)
+	}
+	for _, ph := range tr.Phases {
+		var routed [2]int
+		for _, p := range ph.Pods {
+			if p.Routed == 0 {
+				t.Errorf("phase %s: engine %d of %s got no request", ph.Name, p.Engine, p.Pod)
+			}
+			if p.Pod == pod {
+				routed[p.Engine] += p.Routed
+			}
+		}
+		// vLLM's front-end balances by waiting×4 + running.
+		if lo, hi := min(routed[0], routed[1]), max(routed[0], routed[1]); float64(lo) < 0.6*float64(hi) {
+			t.Errorf("phase %s: engines of %s got %v requests: not balanced", ph.Name, pod, routed)
+		}
+	}
+	var sum float64
+	for _, e := range tr.Exporters.Engines {
+		if e.Endpoint != pod+"-rank-0" && e.Pod == pod {
+			t.Errorf("engine %+v: endpoint %q", e, e.Endpoint)
+		}
+		sum++
+	}
+	if sum != 4 {
+		t.Errorf("%v engines in the truth", sum)
+	}
+}

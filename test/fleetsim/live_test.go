@@ -233,3 +233,35 @@ func TestNewLiveFailsWhenTheEPPCannotStart(t *testing.T) {
 		t.Errorf("settings from the source not applied: %s", st.String())
 	}
 }
+
+func TestLiveServesTheScenarioExportShape(t *testing.T) {
+	sc := mustLoad(t, "steady")
+	x, err := ExportShapeNamed(ShapeLLMD2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Exporters = &x
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	l, err := NewLive(sc, LiveOptions{Seed: 1, TimeScale: 10, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Minute)
+	fams := scrapeLive(t, l)
+	in := fams["llm_d_epp_inflight_tokens"]
+	if in == nil || len(in.GetMetric()) != sc.Pods.Count {
+		t.Fatalf("in-flight gauges: %v", in)
+	}
+	for _, m := range in.GetMetric() {
+		got := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		if !strings.HasSuffix(got["endpoint_name"], "-rank-0") || got["exported_namespace"] != sc.Namespace {
+			t.Errorf("in-flight labels %v", got)
+		}
+	}
+	if fams["vllm:num_requests_waiting_by_reason"] == nil {
+		t.Error("/metrics lacks vllm:num_requests_waiting_by_reason")
+	}
+}

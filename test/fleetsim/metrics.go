@@ -237,14 +237,16 @@ func newCatalog(s *sim, opt MetricsOptions, x *ExportShape) *catalog {
 // own (model_name, engine) and the scrape's target labels.
 func vllmTargetLabels(s *sim, x *ExportShape, i int) string {
 	sc := s.sc
-	pod := i / x.DPRanks
-	inst := podIP(pod) + ":" + strconv.Itoa(x.port(i))
+	ep := x.endpointOf(i)
+	pod := x.podOf(ep)
+	eng := strconv.Itoa(i % x.DPEngines)
+	inst := podIP(pod) + ":" + strconv.Itoa(x.port(ep))
 	switch x.Scrape {
 	case ScrapeOperator:
-		return labelSet("engine", "0", "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(i)),
+		return labelSet("engine", eng, "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(ep)),
 			"instance", inst, "job", sc.Namespace+"/"+sc.Target+"-decode", "namespace", sc.Namespace, "pod", sc.PodName(pod))
 	case ScrapeKubernetesSD:
-		return labelSet("engine", "0", "model_name", sc.Model, "instance", inst, "job", "vllm")
+		return labelSet("engine", eng, "model_name", sc.Model, "instance", inst, "job", "vllm")
 	}
 	if x.DPRanks > 1 {
 		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod), "instance", inst)
@@ -390,27 +392,22 @@ func newEPPLabeler(s *sim, x *ExportShape, k int) eppLabeler {
 	return eppLabeler{target: []string{"namespace", sc.Namespace, "pod", pod}}
 }
 
-// own renders the EPP's own label pairs (which may carry namespace) with the
-// target labels.
+// labels renders the EPP's own label pairs with the target labels: under
+// honorLabels false a clashing own namespace becomes exported_namespace;
+// legacy-sim has one namespace label for both.
 func (l eppLabeler) labels(own ...string) string {
 	kv := append([]string(nil), l.target...)
-	hasNS := false
 	for i := 0; i+1 < len(own); i += 2 {
 		k := own[i]
 		if k == "namespace" {
-			hasNS = true
-			if l.renameNS {
+			switch {
+			case l.renameNS:
 				k = "exported_namespace"
+			case containsKey(l.target, "namespace"):
+				continue
 			}
 		}
 		kv = append(kv, k, own[i+1])
-	}
-	if !hasNS && len(l.target) > 0 && l.target[0] == "namespace" {
-		return labelSet(kv...)
-	}
-	if hasNS && !l.renameNS && containsKey(l.target, "namespace") {
-		// legacy-sim: the target's namespace and the EPP's are one label.
-		kv = dropSecond(kv, "namespace")
 	}
 	return labelSet(kv...)
 }
@@ -422,22 +419,6 @@ func containsKey(kv []string, key string) bool {
 		}
 	}
 	return false
-}
-
-// dropSecond removes the second pair named key.
-func dropSecond(kv []string, key string) []string {
-	seen := false
-	out := kv[:0:0]
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i] == key {
-			if seen {
-				continue
-			}
-			seen = true
-		}
-		out = append(out, kv[i], kv[i+1])
-	}
-	return out
 }
 
 func histPresent(h *hist) func() bool { return func() bool { return h.count > 0 } }
@@ -460,7 +441,7 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		} {
 			f := familyDef{name: g.name, typ: typGauge, help: g.help}
 			for _, prod := range x.Producers {
-				for i := range s.pods {
+				for i := range g.vals {
 					m := metricDef{
 						labels: lb.labels("endpoint_name", x.endpointName(sc, i), "namespace", sc.Namespace, "producer_name", prod,
 							"fairness_id", "default", "priority", "0"),
@@ -490,9 +471,9 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
 			metrics: []metricDef{hm(&rp.m.ttftH, lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"))}})
 		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
-		for i := range s.pods {
+		for i := range rp.m.attempts {
 			m := metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(i/x.DPRanks),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]),
 			}
@@ -507,9 +488,9 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
 		// the llm_d_epp_* names by main.
 		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
-		for i := range s.pods {
+		for i := range rp.m.attempts {
 			f.metrics = append(f.metrics, metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(i/x.DPRanks),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]), present: counterPresent(&rp.m.attempts[i]),
 			})

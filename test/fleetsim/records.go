@@ -24,7 +24,7 @@ type recordWriter struct {
 func newRecordWriter(w io.Writer, sc *Scenario, base time.Time, x *ExportShape) *recordWriter {
 	rw := &recordWriter{w: bufio.NewWriterSize(w, 256<<10), base: base.UTC(),
 		target: strconv.AppendQuote(nil, sc.Target), plugin: strconv.AppendQuote(nil, sc.EPP.Plugin)}
-	for i := 0; i < x.engines(sc); i++ {
+	for i := 0; i < x.endpoints(sc); i++ {
 		rw.names = append(rw.names, strconv.AppendQuote(nil, x.recordName(sc, i)))
 	}
 	return rw

@@ -77,15 +77,17 @@ type Options struct {
 
 // sim is the fleet: workload, EPP, engines, outputs and truth accumulators.
 type sim struct {
-	sc   *Scenario
-	opt  Options
-	x    ExportShape
-	tree nodeTree
-	wl   *workload
-	pods []*pod
-	ec   *blockCache
-	epp  *epp
-	live bool
+	sc  *Scenario
+	opt Options
+	x   ExportShape
+	// dpEngines is the vLLM engines behind each EPP endpoint.
+	dpEngines int
+	tree      nodeTree
+	wl        *workload
+	pods      []*pod
+	ec        *blockCache
+	epp       *epp
+	live      bool
 
 	phaseStart []int64
 	phaseEnd   []int64
@@ -176,6 +178,7 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	}
 	eng := &sc.Pods.Engine
 	n := s.x.engines(sc)
+	s.dpEngines = s.x.DPEngines
 	s.ec = newBlockCache(int32(eng.BlockSize), n, &s.tree)
 	cfg := newEngineCfg(eng)
 	cfg.iterEveryStep = s.x.IterationEveryStep
@@ -183,7 +186,7 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	for i := 0; i < n; i++ {
 		s.pods = append(s.pods, newPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
 	}
-	s.epp = newEPP(sc, &s.tree, opt.Seed, n, s.x.EPPReplicas, s.x.SyncReplicas)
+	s.epp = newEPP(sc, &s.tree, opt.Seed, s.x.endpoints(sc), s.x.EPPReplicas, s.x.SyncReplicas)
 	s.cur = s.phaseAt(s.runStart)
 	s.epp.settings = s.settings[s.cur]
 	s.now = s.runStart
@@ -301,14 +304,32 @@ func (s *sim) arrive() {
 	r := &request{id: s.nextID, arrival: a.t, phase: int16(s.phaseAt(a.t)), leaf: a.leaf, out: a.out,
 		prompt: a.prompt, output: a.output, firstSched: -1, firstToken: -1, heapIdx: -1}
 	dec := s.epp.route(r)
-	r.pod = int32(dec.chosen)
+	r.ep = int32(dec.chosen)
+	r.pod = int32(s.pickEngine(dec.chosen))
 	measured := a.t >= s.measStart
 	if measured && s.rec != nil {
 		s.rec.write(r, s.epp.eps, &dec)
 	}
 	s.acc.decided(s, r, &dec, measured)
 	s.pendingFirst++
-	s.pods[dec.chosen].enqueue(r, s.now)
+	s.pods[r.pod].enqueue(r, s.now)
+}
+
+// pickEngine is the engine behind endpoint ep that vLLM's front-end gives
+// a request: the least waiting×4 + running, ties to the lowest index.
+func (s *sim) pickEngine(ep int) int {
+	if s.dpEngines == 1 {
+		return ep
+	}
+	best, bestScore := -1, int64(0)
+	for e := ep * s.dpEngines; e < (ep+1)*s.dpEngines; e++ {
+		p := s.pods[e]
+		score := int64(p.waiting.len())*4 + int64(p.nRunning)
+		if best < 0 || score < bestScore {
+			best, bestScore = e, score
+		}
+	}
+	return best
 }
 
 func (s *sim) firstToken(p *pod, r *request, now int64) {

@@ -42,10 +42,12 @@ type ExportersTruth struct {
 	Engines []EngineTruth `json:"engines"`
 }
 
-// EngineTruth names one vLLM engine across the exporters.
+// EngineTruth names one vLLM engine across the exporters: its pod, rank,
+// internal engine index (the engine label), port and EPP endpoint.
 type EngineTruth struct {
 	Pod      string `json:"pod"`
 	Rank     int    `json:"rank"`
+	Engine   int    `json:"engine"`
 	Port     int    `json:"port"`
 	Endpoint string `json:"endpoint"`
 	Scraped  bool   `json:"scraped"`
@@ -68,8 +70,10 @@ type SaturationRule struct {
 // Window is one engine's saturated window.
 type Window struct {
 	Pod string `json:"pod"`
-	// Rank is the engine's data-parallel rank in its pod (0 without DP).
-	Rank int `json:"rank"`
+	// Rank is the engine's data-parallel rank in its pod (0 without DP);
+	// Engine its vLLM engine index behind the rank's port (internal DP).
+	Rank   int `json:"rank"`
+	Engine int `json:"engine"`
 	// Phase is the phase holding the whole window ("" when it straddles two).
 	Phase     string  `json:"phase"`
 	Start     float64 `json:"start"` // scenario seconds
@@ -131,6 +135,7 @@ type PodTruth struct {
 	// Rank is the data-parallel rank (0 without DP); Endpoint the EPP's name
 	// for the engine; Scraped whether its vLLM series reach Prometheus.
 	Rank        int     `json:"rank"`
+	Engine      int     `json:"engine"`
 	Endpoint    string  `json:"endpoint"`
 	Scraped     bool    `json:"scraped"`
 	NominalRate float64 `json:"nominalRate"`
@@ -290,7 +295,7 @@ func (a *truthAcc) decided(s *sim, r *request, dec *decision, measured bool) {
 	}
 	ph := &a.phases[r.phase]
 	ph.requests++
-	ph.pods[dec.chosen].routed++
+	ph.pods[r.pod].routed++
 	ph.outcomes[dec.outcome]++
 	d := dec.d
 	d.Outcome = dec.outcome
@@ -417,7 +422,8 @@ func (s *sim) windows() []Window {
 				continue
 			}
 			sec := float64(t1-t0) / 1e9
-			w := Window{Pod: s.sc.PodName(pi / s.x.DPRanks), Rank: pi % s.x.DPRanks, Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
+			ep := s.x.endpointOf(pi)
+			w := Window{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: pi % s.x.DPEngines, Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
 				StartTime: s.rfc(t0), EndTime: s.rfc(t1),
 				DrainRate:        (smp[i1].work - smp[i0].work) / sec,
 				CounterDrainRate: float64(smp[i1].localCompute-smp[i0].localCompute) / sec,
@@ -451,8 +457,9 @@ func (s *sim) truth() *Truth {
 	t.Exporters = ExportersTruth{Shape: s.x.Name, GateProducer: s.x.Producers[0], EPPReplicas: s.x.EPPReplicas,
 		SyncedReplicas: s.x.SyncReplicas && s.x.EPPReplicas > 1}
 	for i := range s.pods {
-		t.Exporters.Engines = append(t.Exporters.Engines, EngineTruth{Pod: s.sc.PodName(i / s.x.DPRanks), Rank: i % s.x.DPRanks,
-			Port: s.x.port(i), Endpoint: s.x.endpointName(s.sc, i), Scraped: s.x.scraped(i)})
+		ep := s.x.endpointOf(i)
+		t.Exporters.Engines = append(t.Exporters.Engines, EngineTruth{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep),
+			Engine: i % s.x.DPEngines, Port: s.x.port(ep), Endpoint: s.x.endpointName(s.sc, ep), Scraped: s.x.scraped(i)})
 	}
 	end := s.runEnd
 	if s.live {
@@ -471,12 +478,13 @@ func (s *sim) truth() *Truth {
 		pt.Unfinished = acc.requests - len(acc.ttft)
 		var pooled []float64
 		for i := range s.pods {
-			pod := PodTruth{Pod: s.sc.PodName(i / s.x.DPRanks), Rank: i % s.x.DPRanks, Endpoint: s.x.endpointName(s.sc, i),
+			ep := s.x.endpointOf(i)
+			pod := PodTruth{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: i % s.x.DPEngines, Endpoint: s.x.endpointName(s.sc, ep),
 				Scraped: s.x.scraped(i), NominalRate: s.sc.Pods.Engine.NominalRate, Routed: acc.pods[i].routed,
 				TTFT: quantiles(acc.pods[i].ttft)}
 			var work, cwork, dec, busy, sec float64
 			for _, w := range t.Windows {
-				if w.Pod != pod.Pod || w.Rank != pod.Rank || w.Phase != pt.Name {
+				if w.Pod != pod.Pod || w.Rank != pod.Rank || w.Engine != pod.Engine || w.Phase != pt.Name {
 					continue
 				}
 				d := w.End - w.Start
