@@ -176,7 +176,11 @@ func (l *inFlightLayout) snapshot(k, ri int, ts time.Time, order []int) Snapshot
 func (e *Estimator) inFlight(f Features, d *eppInputs, j *endpointJoin) InFlight {
 	out := InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, StepSeconds: d.g.step.Seconds(), ReplicaRule: replicaRule, Snapshots: []Snapshot{}}
 	if f.InFlightTokens == "" {
-		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: mEPPInflightTokens + " has no series in the lookback"}}
+		detail := mEPPInflightTokens + " has no series in the lookback"
+		if f.Routing == mGIEAttempts {
+			detail += " (llm-d-router before 0.10 has no in-flight gauges: upgrade the EPP, or feed the tuner gate records)"
+		}
+		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: detail}}
 		return out
 	}
 	if err := d.inflightErr.get(); err != nil {

@@ -48,6 +48,7 @@ func shapeCases() []shapeCase {
 			wantReason: estimator.ReasonInFlightProducerAmbiguous},
 		{name: "dp2-port-8000", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2", edit: halfPods},
 		{name: "dp2-all-ranks", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2,scrapeAllRanks=true", edit: halfPods},
+		{name: "dp2-internal-engines", spec: fleetsim.ShapeLLMD2026 + ",dpEngines=2", edit: halfPods},
 		{name: "epp-replicas-synced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=true", target: synced},
 		{name: "epp-replicas-unsynced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=false"},
 		{name: "usage-half", spec: fleetsim.ShapeLLMD2026 + ",usageShare=0.5"},
@@ -102,7 +103,7 @@ func TestEveryExportShapeIsAccurateOrNamesItsReason(t *testing.T) {
 				rows = append(rows, fmt.Sprintf("| %s | Inconclusive: `%s` | | | | |", tc.name, tc.wantReason))
 				return
 			}
-			res := checkShapeAccuracy(t, run, e, at, lookback)
+			res := checkShapeAccuracy(t, run, e, at, lookback, x.DPEngines)
 			if tc.noModel {
 				if e.InFlight.Status != estimator.StatusInconclusive || len(e.InFlight.Reasons) == 0 {
 					t.Errorf("in-flight %s without a reason on a shape without in-flight gauges", e.InFlight.Status)
@@ -121,10 +122,10 @@ func TestEveryExportShapeIsAccurateOrNamesItsReason(t *testing.T) {
 
 // checkShapeAccuracy checks the drain rate (±2 %) and the nominal (±5 %)
 // against the truth and returns the relative errors and A / truth.
-func checkShapeAccuracy(t *testing.T, run *simRun, e *estimator.Estimates, at time.Time, lookback time.Duration) shapeResult {
+func checkShapeAccuracy(t *testing.T, run *simRun, e *estimator.Estimates, at time.Time, lookback time.Duration, engines int) shapeResult {
 	t.Helper()
 	res := shapeResult{drain: math.NaN(), nominal: math.NaN(), perRequest: math.NaN()}
-	truth, n := drainTruth(run.truth, run.base, at.Add(-lookback), at)
+	truth, n := endpointDrainTruth(run.truth, run.base, at.Add(-lookback), at, engines)
 	if n == 0 {
 		t.Fatal("the simulator reports no saturated window")
 	}
@@ -136,7 +137,7 @@ func checkShapeAccuracy(t *testing.T, run *simRun, e *estimator.Estimates, at ti
 			t.Errorf("drain rate %.0f is %+.2f%% from the truth %.0f; want within 2%%", *b.Value, 100*res.drain, truth)
 		}
 	}
-	nominal := run.sc.Pods.Engine.NominalRate
+	nominal := run.sc.Pods.Engine.NominalRate * float64(engines)
 	if nm := e.Nominal; nm.Status != estimator.StatusOK {
 		t.Errorf("nominal %s: %v", nm.Status, nm.Reasons)
 	} else {
@@ -254,3 +255,48 @@ func TestUnjoinableDataHoldsWithANamedReason(t *testing.T) {
 }
 
 const mInFlightTokens = "llm_d_epp_inflight_tokens"
+
+// endpointDrainTruth is the simulator's pooled drain-rate truth per EPP
+// endpoint (a pod's rank; its internal engines summed, in windows where
+// every engine is saturated): per endpoint the time-weighted mean, then the
+// median over endpoints.
+func endpointDrainTruth(tr *fleetsim.Truth, base, from, to time.Time, engines int) (float64, int) {
+	type win struct {
+		pod        string
+		rank       int
+		start, end float64
+	}
+	sum, count := map[win]float64{}, map[win]int{}
+	for _, w := range tr.Windows {
+		ws := base.Add(time.Duration(w.Start * float64(time.Second)))
+		we := base.Add(time.Duration(w.End * float64(time.Second)))
+		if ws.Before(from) || we.After(to) {
+			continue
+		}
+		k := win{w.Pod, w.Rank, w.Start, w.End}
+		sum[k] += w.DrainRate
+		count[k]++
+	}
+	type acc struct{ work, sec float64 }
+	per := map[string]*acc{}
+	n := 0
+	for k, v := range sum {
+		if count[k] < engines {
+			continue
+		}
+		id := fmt.Sprintf("%s/%d", k.pod, k.rank)
+		a := per[id]
+		if a == nil {
+			a = &acc{}
+			per[id] = a
+		}
+		a.work += v * (k.end - k.start)
+		a.sec += k.end - k.start
+		n++
+	}
+	var vs []float64
+	for _, a := range per {
+		vs = append(vs, a.work/a.sec)
+	}
+	return medianOf(vs), n
+}
