@@ -215,84 +215,68 @@ func features(v, p detection, t Target) (Features, *computedSource) {
 			}
 		}
 	}
-	switch {
-	case v.has(mKVUsage):
-		f.KVUsage = mKVUsage
-	case v.has(mGPUCacheUsage):
-		f.KVUsage = mGPUCacheUsage
-		f.Legacy = append(f.Legacy, mGPUCacheUsage)
-	}
-	switch {
-	case v.has(mITL + "_count"):
-		f.InterTokenLatency = mITL
-	case v.has(mTPOT + "_count"):
-		f.InterTokenLatency = mTPOT
-		f.Legacy = append(f.Legacy, mTPOT)
-	}
-	if v.has(mIterationTokens + "_count") {
-		f.StepCount = mIterationTokens + "_count"
-	}
-	if v.has(mPreemptions) {
-		f.Preemptions = mPreemptions
-	}
-	if v.has(mRunning) {
-		f.Running = mRunning
-	}
-	if v.has(mPrefillTime + "_count") {
-		f.PrefillTime = mPrefillTime
-	}
-	switch {
-	case v.has(mPromptHist + "_count"):
-		f.PromptHistogram = mPromptHist
-	case p.has(mEPPInputTokens + "_count"):
-		f.PromptHistogram = mEPPInputTokens
-	case p.has(mGIEInputTokens + "_count"):
-		f.PromptHistogram = mGIEInputTokens
-		f.Legacy = append(f.Legacy, mGIEInputTokens)
-	}
-	switch {
-	case p.has(mEPPInputTokens + "_count"):
-		f.EPPInputTokens = mEPPInputTokens
-	case p.has(mGIEInputTokens + "_count"):
-		f.EPPInputTokens = mGIEInputTokens
-	}
-	switch {
-	case v.has(mPrefixHits) && v.has(mPrefixQueries):
-		f.PrefixCacheHits = mPrefixHits
-	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
-		f.PrefixCacheHits = mGPUPrefixHits
-	}
-	switch {
-	case p.has(mEPPCachedTokens + "_count"):
-		f.CachedTokens = mEPPCachedTokens
-	case p.has(mGIECachedTokens + "_count"):
-		f.CachedTokens = mGIECachedTokens
-		f.Legacy = append(f.Legacy, mGIECachedTokens)
-	case v.has(mPrefixHits) && v.has(mPrefixQueries):
-		f.CachedTokens = mPrefixHits
-	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
-		f.CachedTokens = mGPUPrefixHits
-		f.Legacy = append(f.Legacy, mGPUPrefixHits)
-	}
-	if p.has(mEPPInflightTokens) {
-		f.InFlightTokens = mEPPInflightTokens
-	}
-	if p.has(mEPPInflightReqs) {
-		f.InFlightRequests = mEPPInflightReqs
-	}
-	switch {
-	case p.has(mEPPAttempts):
-		f.Routing = mEPPAttempts
-	case p.has(mGIEAttempts):
-		f.Routing = mGIEAttempts
-		f.Legacy = append(f.Legacy, mGIEAttempts)
-	}
-	if v.has(mWaitingByReason) {
-		f.WaitingCapacity = mWaitingByReason + `{reason="capacity"}`
-	}
+	f.vllmFeatures(v.has)
+	f.eppFeatures(v.has, p.has)
 	sort.Strings(f.Legacy)
 	f.Legacy = compactStrings(f.Legacy)
 	return f, cs
+}
+
+// choice is one candidate name: the probe that must exist, the name used,
+// and whether it is a deprecated one.
+type choice struct {
+	probe, use string
+	legacy     bool
+}
+
+// pick sets *dst to the first choice whose probe exists.
+func (f *Features) pick(dst *string, has func(string) bool, cs ...choice) {
+	for _, c := range cs {
+		if has(c.probe) {
+			*dst = c.use
+			if c.legacy {
+				f.Legacy = append(f.Legacy, c.use)
+			}
+			return
+		}
+	}
+}
+
+// vllmFeatures picks the vLLM names each estimate reads.
+func (f *Features) vllmFeatures(v func(string) bool) {
+	f.pick(&f.KVUsage, v, choice{mKVUsage, mKVUsage, false}, choice{mGPUCacheUsage, mGPUCacheUsage, true})
+	f.pick(&f.InterTokenLatency, v, choice{mITL + "_count", mITL, false}, choice{mTPOT + "_count", mTPOT, true})
+	f.pick(&f.StepCount, v, choice{mIterationTokens + "_count", mIterationTokens + "_count", false})
+	f.pick(&f.Preemptions, v, choice{mPreemptions, mPreemptions, false})
+	f.pick(&f.Running, v, choice{mRunning, mRunning, false})
+	f.pick(&f.PrefillTime, v, choice{mPrefillTime + "_count", mPrefillTime, false})
+	f.pick(&f.WaitingCapacity, v, choice{mWaitingByReason, mWaitingByReason + `{reason="capacity"}`, false})
+	switch {
+	case v(mPrefixHits) && v(mPrefixQueries):
+		f.PrefixCacheHits = mPrefixHits
+	case v(mGPUPrefixHits) && v(mGPUPrefixQuery):
+		f.PrefixCacheHits = mGPUPrefixHits
+	}
+}
+
+// eppFeatures picks the EPP names, and the sources either side may give.
+func (f *Features) eppFeatures(v, p func(string) bool) {
+	either := func(n string) bool { return v(n) || p(n) }
+	f.pick(&f.PromptHistogram, either, choice{mPromptHist + "_count", mPromptHist, false},
+		choice{mEPPInputTokens + "_count", mEPPInputTokens, false}, choice{mGIEInputTokens + "_count", mGIEInputTokens, true})
+	f.pick(&f.EPPInputTokens, p, choice{mEPPInputTokens + "_count", mEPPInputTokens, false},
+		choice{mGIEInputTokens + "_count", mGIEInputTokens, false})
+	f.pick(&f.CachedTokens, p, choice{mEPPCachedTokens + "_count", mEPPCachedTokens, false},
+		choice{mGIECachedTokens + "_count", mGIECachedTokens, true})
+	if f.CachedTokens == "" && f.PrefixCacheHits != "" {
+		f.CachedTokens = f.PrefixCacheHits
+		if f.PrefixCacheHits == mGPUPrefixHits {
+			f.Legacy = append(f.Legacy, mGPUPrefixHits)
+		}
+	}
+	f.pick(&f.InFlightTokens, p, choice{mEPPInflightTokens, mEPPInflightTokens, false})
+	f.pick(&f.InFlightRequests, p, choice{mEPPInflightReqs, mEPPInflightReqs, false})
+	f.pick(&f.Routing, p, choice{mEPPAttempts, mEPPAttempts, false}, choice{mGIEAttempts, mGIEAttempts, true})
 }
 
 func compactStrings(s []string) []string {
