@@ -157,6 +157,14 @@ type Target struct {
 	MaxNumSeqs int `json:"maxNumSeqs,omitempty"`
 	// Prior stands in for the drain rate until live evidence suffices.
 	Prior *Prior `json:"prior,omitempty"`
+	// InFlightProducer is the producer_name of the in-flight series the
+	// gate reads (the gate's inFlightLoadProducerName); empty: the only
+	// producer found.
+	InFlightProducer string `json:"inFlightProducer,omitempty"`
+	// SyncedEPPReplicas: the EPP replicas sync in-flight load across
+	// replicas (each gauge holds its own share, the gate sees the sum), so
+	// snapshots add the replicas up.
+	SyncedEPPReplicas bool `json:"syncedEPPReplicas,omitempty"`
 }
 
 // Validate checks the selectors parse as PromQL label matchers.

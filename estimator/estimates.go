@@ -65,6 +65,26 @@ const (
 	ReasonBadResponse ReasonCode = "bad-response"
 	// ReasonCanceled: the caller canceled the estimation.
 	ReasonCanceled ReasonCode = "canceled"
+	// ReasonEndpointNamesUnmatched: fewer than MinPodCoverage of the routed
+	// (or vLLM) pods have an in-flight endpoint named as the pod or
+	// <pod>-rank-<i>; the detail names both sides.
+	ReasonEndpointNamesUnmatched ReasonCode = "endpoint-names-unmatched"
+	// ReasonInFlightProducerAmbiguous: the in-flight series come from several
+	// producers and the target does not name the one the gate reads.
+	ReasonInFlightProducerAmbiguous ReasonCode = "in-flight-producer-ambiguous"
+	// ReasonInFlightProducerNotFound: the target's in-flight producer is not
+	// among the series' producer_name values.
+	ReasonInFlightProducerNotFound ReasonCode = "in-flight-producer-not-found"
+	// ReasonSelectorMatchesNothing: the EPP selector matches no EPP series
+	// although the vLLM selector matches; the detail says where they are.
+	ReasonSelectorMatchesNothing ReasonCode = "selector-matches-nothing"
+	// ReasonPodLabelMissing: the vLLM series carry no pod label (a raw
+	// kubernetes_sd job with only instance and job), so nothing joins them
+	// to the EPP's endpoints.
+	ReasonPodLabelMissing ReasonCode = "pod-label-missing"
+	// ReasonSeriesEmpty: a series detected in the lookback came back empty
+	// from the query that reads it (e.g. under the in-flight producer filter).
+	ReasonSeriesEmpty ReasonCode = "series-empty"
 )
 
 // Reasons that are only warnings: the estimate stands, with a caveat.
@@ -96,6 +116,17 @@ const (
 	// ReasonSnapshotsSkipped: in-flight snapshots skipped because every EPP
 	// replica's sample was stale at that time.
 	ReasonSnapshotsSkipped ReasonCode = "snapshots-skipped"
+	// ReasonEndpointsUnjoined: in-flight endpoints left out of the snapshots
+	// because no routed or vLLM pod is named like them (departed pods).
+	ReasonEndpointsUnjoined ReasonCode = "endpoints-unjoined"
+	// ReasonCachedHistogramPartial: the EPP's cached-token histogram
+	// observed fewer than 90 % of the requests (only responses carrying
+	// usage); below 50 % vLLM's prefix-cache counters replace it when they exist.
+	ReasonCachedHistogramPartial ReasonCode = "cached-histogram-partial"
+	// ReasonIterationStepsUnobserved: vllm:iteration_tokens_total misses
+	// steps (vLLM does not observe prefill-only steps), so the step count is
+	// read from the inter-token latency instead.
+	ReasonIterationStepsUnobserved ReasonCode = "iteration-steps-unobserved"
 )
 
 // Reason is one cause with the part of the estimate it concerns.
@@ -193,8 +224,11 @@ type Scalar struct {
 
 // EndpointLoad is one endpoint's in-flight load in a snapshot.
 type EndpointLoad struct {
-	Endpoint string  `json:"endpoint"`
-	Tokens   float64 `json:"tokens"`
+	Endpoint string `json:"endpoint"`
+	// Pod is the pod the endpoint joined to, when its name differs
+	// (<pod>-rank-<i>).
+	Pod    string  `json:"pod,omitempty"`
+	Tokens float64 `json:"tokens"`
 	// Requests is null when llm_d_epp_inflight_requests is absent.
 	Requests *float64 `json:"requests"`
 	// Routed is the scheduling attempts to the endpoint in the snapshot's
@@ -225,7 +259,10 @@ type InFlight struct {
 
 // EndpointShare is one endpoint's share of the EPP's routing.
 type EndpointShare struct {
-	Endpoint string  `json:"endpoint"`
+	Endpoint string `json:"endpoint"`
+	// Pod is the pod whose attempts the share comes from, when the
+	// endpoint is named after the in-flight gauges (<pod>-rank-<i>).
+	Pod      string  `json:"pod,omitempty"`
 	Attempts float64 `json:"attempts"`
 	Share    float64 `json:"share"`
 }
@@ -257,6 +294,14 @@ type Features struct {
 	InFlightTokens     string `json:"inFlightTokens,omitempty"`
 	InFlightRequests   string `json:"inFlightRequests,omitempty"`
 	Routing            string `json:"routing,omitempty"`
+	// WaitingCapacity is the waiting gauge the saturation rule reads when
+	// vLLM splits it by reason (requests deferred for a KV transfer, a LoRA
+	// budget or a grammar are not a backlog of prefill work).
+	WaitingCapacity string `json:"waitingCapacity,omitempty"`
+	// EPPInputTokens is the EPP's input-token histogram, PrefixCacheHits
+	// vLLM's prefix-cache hit counter (with its queries counter), when they exist.
+	EPPInputTokens  string `json:"eppInputTokens,omitempty"`
+	PrefixCacheHits string `json:"prefixCacheHits,omitempty"`
 	// Legacy lists the deprecated names in use (e.g. vllm:gpu_cache_usage_perc).
 	Legacy []string `json:"legacy,omitempty"`
 	// Present lists every probed name seen in the lookback.
@@ -328,6 +373,8 @@ type Estimates struct {
 	Routing     Routing      `json:"routing"`
 	LastGood    *LastGood    `json:"lastGood,omitempty"`
 	Queries     QueryStats   `json:"queries"`
+	// Shape is what was inferred about the exporters and how their names joined.
+	Shape Shape `json:"shape"`
 }
 
 // Inconclusive reports whether the estimates must not be acted on.
@@ -358,7 +405,8 @@ func (c ReasonCode) fatal() bool {
 	switch c {
 	case ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded,
-		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime:
+		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime,
+		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved, ReasonCachedHistogramPartial:
 		return false
 	}
 	return true
@@ -373,9 +421,12 @@ func AllReasonCodes() []ReasonCode {
 		ReasonMaxNumBatchedTokensUnknown, ReasonNoStepMetrics,
 		ReasonPrometheusUnavailable, ReasonPrometheusTimeout, ReasonBadQuery, ReasonPrometheusRejected,
 		ReasonBadResponse, ReasonCanceled,
+		ReasonEndpointNamesUnmatched, ReasonInFlightProducerAmbiguous, ReasonInFlightProducerNotFound,
+		ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty,
 		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
-		ReasonNominalFromStepTime, ReasonSnapshotsSkipped,
+		ReasonNominalFromStepTime, ReasonSnapshotsSkipped, ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved,
+		ReasonCachedHistogramPartial,
 	}
 }
 

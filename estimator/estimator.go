@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ type Estimator struct {
 	q     prom.Querier
 	clock func() time.Time
 	cfg   Config
+	rates rateEstimators
 
 	mu       sync.Mutex
 	trackers map[string]*Tracker
@@ -38,7 +40,7 @@ func New(q prom.Querier, clock func() time.Time, cfg Config) (*Estimator, error)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("estimator config: %w", err)
 	}
-	return &Estimator{q: q, clock: clock, cfg: cfg, trackers: map[string]*Tracker{}}, nil
+	return &Estimator{q: q, clock: clock, cfg: cfg, rates: newRateEstimators(cfg), trackers: map[string]*Tracker{}}, nil
 }
 
 // Config returns the configuration in force, defaults applied.
@@ -79,7 +81,19 @@ func (e *Estimator) Estimate(ctx context.Context, t Target, at time.Time) (*Esti
 	return est, nil
 }
 
+// joinCodes are the reasons a target's series cannot be joined or found:
+// the whole estimate is Inconclusive with them (docs/estimator.md, "Joins").
+var joinCodes = map[ReasonCode]bool{
+	ReasonEndpointNamesUnmatched: true, ReasonInFlightProducerAmbiguous: true, ReasonInFlightProducerNotFound: true,
+	ReasonSelectorMatchesNothing: true, ReasonPodLabelMissing: true, ReasonSeriesEmpty: true,
+}
+
 func overallStatus(est *Estimates) Status {
+	for _, r := range est.Reasons {
+		if joinCodes[r.Code] {
+			return StatusInconclusive
+		}
+	}
 	switch {
 	case est.Prompt.Status != StatusOK:
 		return StatusInconclusive
@@ -201,59 +215,68 @@ func features(v, p detection, t Target) (Features, *computedSource) {
 			}
 		}
 	}
-	switch {
-	case v.has(mKVUsage):
-		f.KVUsage = mKVUsage
-	case v.has(mGPUCacheUsage):
-		f.KVUsage = mGPUCacheUsage
-		f.Legacy = append(f.Legacy, mGPUCacheUsage)
-	}
-	switch {
-	case v.has(mITL + "_count"):
-		f.InterTokenLatency = mITL
-	case v.has(mTPOT + "_count"):
-		f.InterTokenLatency = mTPOT
-		f.Legacy = append(f.Legacy, mTPOT)
-	}
-	if v.has(mIterationTokens + "_count") {
-		f.StepCount = mIterationTokens + "_count"
-	}
-	if v.has(mPreemptions) {
-		f.Preemptions = mPreemptions
-	}
-	if v.has(mRunning) {
-		f.Running = mRunning
-	}
-	if v.has(mPrefillTime + "_count") {
-		f.PrefillTime = mPrefillTime
-	}
-	switch {
-	case v.has(mPromptHist + "_count"):
-		f.PromptHistogram = mPromptHist
-	case p.has(mEPPInputTokens + "_count"):
-		f.PromptHistogram = mEPPInputTokens
-	}
-	switch {
-	case p.has(mEPPCachedTokens + "_count"):
-		f.CachedTokens = mEPPCachedTokens
-	case v.has(mPrefixHits) && v.has(mPrefixQueries):
-		f.CachedTokens = mPrefixHits
-	case v.has(mGPUPrefixHits) && v.has(mGPUPrefixQuery):
-		f.CachedTokens = mGPUPrefixHits
-		f.Legacy = append(f.Legacy, mGPUPrefixHits)
-	}
-	if p.has(mEPPInflightTokens) {
-		f.InFlightTokens = mEPPInflightTokens
-	}
-	if p.has(mEPPInflightReqs) {
-		f.InFlightRequests = mEPPInflightReqs
-	}
-	if p.has(mEPPAttempts) {
-		f.Routing = mEPPAttempts
-	}
+	f.vllmFeatures(v.has)
+	f.eppFeatures(v.has, p.has)
 	sort.Strings(f.Legacy)
 	f.Legacy = compactStrings(f.Legacy)
 	return f, cs
+}
+
+// choice is one candidate name: the probe that must exist, the name used,
+// and whether it is a deprecated one.
+type choice struct {
+	probe, use string
+	legacy     bool
+}
+
+// pick sets *dst to the first choice whose probe exists.
+func (f *Features) pick(dst *string, has func(string) bool, cs ...choice) {
+	for _, c := range cs {
+		if has(c.probe) {
+			*dst = c.use
+			if c.legacy {
+				f.Legacy = append(f.Legacy, c.use)
+			}
+			return
+		}
+	}
+}
+
+// vllmFeatures picks the vLLM names each estimate reads.
+func (f *Features) vllmFeatures(v func(string) bool) {
+	f.pick(&f.KVUsage, v, choice{mKVUsage, mKVUsage, false}, choice{mGPUCacheUsage, mGPUCacheUsage, true})
+	f.pick(&f.InterTokenLatency, v, choice{mITL + "_count", mITL, false}, choice{mTPOT + "_count", mTPOT, true})
+	f.pick(&f.StepCount, v, choice{mIterationTokens + "_count", mIterationTokens + "_count", false})
+	f.pick(&f.Preemptions, v, choice{mPreemptions, mPreemptions, false})
+	f.pick(&f.Running, v, choice{mRunning, mRunning, false})
+	f.pick(&f.PrefillTime, v, choice{mPrefillTime + "_count", mPrefillTime, false})
+	f.pick(&f.WaitingCapacity, v, choice{mWaitingByReason, mWaitingByReason + `{reason="capacity"}`, false})
+	switch {
+	case v(mPrefixHits) && v(mPrefixQueries):
+		f.PrefixCacheHits = mPrefixHits
+	case v(mGPUPrefixHits) && v(mGPUPrefixQuery):
+		f.PrefixCacheHits = mGPUPrefixHits
+	}
+}
+
+// eppFeatures picks the EPP names, and the sources either side may give.
+func (f *Features) eppFeatures(v, p func(string) bool) {
+	either := func(n string) bool { return v(n) || p(n) }
+	f.pick(&f.PromptHistogram, either, choice{mPromptHist + "_count", mPromptHist, false},
+		choice{mEPPInputTokens + "_count", mEPPInputTokens, false}, choice{mGIEInputTokens + "_count", mGIEInputTokens, true})
+	f.pick(&f.EPPInputTokens, p, choice{mEPPInputTokens + "_count", mEPPInputTokens, false},
+		choice{mGIEInputTokens + "_count", mGIEInputTokens, false})
+	f.pick(&f.CachedTokens, p, choice{mEPPCachedTokens + "_count", mEPPCachedTokens, false},
+		choice{mGIECachedTokens + "_count", mGIECachedTokens, true})
+	if f.CachedTokens == "" && f.PrefixCacheHits != "" {
+		f.CachedTokens = f.PrefixCacheHits
+		if f.PrefixCacheHits == mGPUPrefixHits {
+			f.Legacy = append(f.Legacy, mGPUPrefixHits)
+		}
+	}
+	f.pick(&f.InFlightTokens, p, choice{mEPPInflightTokens, mEPPInflightTokens, false})
+	f.pick(&f.InFlightRequests, p, choice{mEPPInflightReqs, mEPPInflightReqs, false})
+	f.pick(&f.Routing, p, choice{mEPPAttempts, mEPPAttempts, false}, choice{mGIEAttempts, mGIEAttempts, true})
 }
 
 func compactStrings(s []string) []string {
@@ -276,11 +299,14 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	// Phase 1: which names exist.
 	var vdet, pdet detection
 	var verr, perr error
+	epp := &eppInputs{}
 	r.spawn(func() { vdet, verr = e.detect(r, t.VLLMSelector, vllmProbe, at) })
 	if t.EPPSelector != "" {
 		r.spawn(func() { pdet, perr = e.detect(r, t.EPPSelector, eppProbe, at) })
+		e.queueProducers(r, t, at, epp)
 	}
 	r.wait()
+	epp.chooseProducer(t)
 	if verr != nil {
 		inconclusiveAll(est, failReason(partFeatures, verr))
 		return est
@@ -291,21 +317,22 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	}
 	f, cs := features(vdet, pdet, t)
 	est.Features = f
+	est.Shape = Shape{VLLM: inferVLLM(vdet.has), EPP: inferEPP(pdet.has), Joins: []Join{}}
 	if len(vdet.seen) == 0 {
 		inconclusiveAll(est, Reason{Code: ReasonNoSeries, Detail: "no vLLM series match {" + t.VLLMSelector + "} in the lookback"})
 		if t.EPPSelector != "" && perr == nil && len(pdet.seen) > 0 {
 			// The EPP's own parts may still stand.
-			e.eppOnly(r, t, at, f, est)
+			e.eppOnly(r, t, at, f, est, epp)
 		}
 		return est
 	}
 
 	// Phase 2: everything else, concurrently.
-	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count")}
+	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count"),
+		stepShare: math.NaN()}
 	e.queueDrain(r, d)
 	dist := &distInputs{}
 	e.queueDistributions(r, t, f, at, dist)
-	epp := &eppInputs{}
 	if t.EPPSelector != "" && perr == nil {
 		e.queueEPP(r, t, f, at, epp)
 	}
@@ -331,7 +358,10 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 			rs.Part = partRouting
 			est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{}, Reasons: []Reason{rs}}
 		} else {
-			e.eppResults(f, epp, est)
+			e.eppResults(t, f, epp, est, d.vllmPodNames())
+			if len(pdet.seen) == 0 {
+				e.selectorMatchesNothing(r, t, at, est)
+			}
 		}
 	} else {
 		est.InFlight = InFlight{Status: StatusInconclusive, ReplicaRule: replicaRule, Snapshots: []Snapshot{},
@@ -342,14 +372,37 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	return est
 }
 
+// selectorMatchesNothing holds the EPP parts when the EPP selector matches
+// no EPP series, naming where the EPP's series are.
+func (e *Estimator) selectorMatchesNothing(r *runner, t Target, at time.Time, est *Estimates) {
+	detail := "no EPP series match {" + t.EPPSelector + "} in the lookback"
+	v, err := r.instant("group by (job, namespace, pod, instance) (last_over_time({"+nameRegex([]string{mEPPInflightTokens, mEPPAttempts, mGIEAttempts})+"}["+promDur(e.cfg.Lookback)+"]))", at)
+	if err == nil && len(v) > 0 {
+		var where []string
+		for _, s := range v[:min(len(v), 3)] {
+			where = append(where, s.Metric.String())
+		}
+		detail += "; EPP series exist as " + strings.Join(where, ", ")
+	} else if err == nil {
+		detail += "; no EPP series exist under any selector"
+	}
+	for _, p := range []struct {
+		part string
+		rs   *[]Reason
+		st   *Status
+	}{{partInFlight, &est.InFlight.Reasons, &est.InFlight.Status}, {partRouting, &est.Routing.Reasons, &est.Routing.Status}} {
+		*p.rs = []Reason{{Code: ReasonSelectorMatchesNothing, Part: p.part, Detail: detail}}
+		*p.st = StatusInconclusive
+	}
+}
+
 // eppOnly fills the EPP parts when no vLLM series exist.
-func (e *Estimator) eppOnly(r *runner, t Target, at time.Time, f Features, est *Estimates) {
-	epp := &eppInputs{}
+func (e *Estimator) eppOnly(r *runner, t Target, at time.Time, f Features, est *Estimates, epp *eppInputs) {
 	e.queueEPP(r, t, f, at, epp)
 	r.wait()
 	e.queueFreshness(r, t, at, epp)
 	r.wait()
-	e.eppResults(f, epp, est)
+	e.eppResults(t, f, epp, est, nil)
 }
 
 func allStale(d *drainInputs) bool {

@@ -99,6 +99,8 @@ type variant struct {
 	seed     uint64
 	edit     func(*fleetsim.Scenario)
 	metrics  fleetsim.MetricsOptions
+	// exporters overrides the scenario's export shape (nil: its own).
+	exporters *fleetsim.ExportShape
 }
 
 // fixture simulates the variant once per test binary, backfills its
@@ -152,7 +154,7 @@ func buildFixture(bins promharness.Binaries, v variant, dir string) (*simRun, er
 		return nil, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	truth, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: v.seed, BaseTime: base, Metrics: bw, MetricsOptions: v.metrics})
+	truth, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: v.seed, BaseTime: base, Metrics: bw, MetricsOptions: v.metrics, Exporters: v.exporters})
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -3,7 +3,9 @@ package estimator
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +19,15 @@ type distInputs struct {
 	cachedBuckets, cachedSum model.Vector
 	hits, queries            model.Vector
 	cachedErr                errSlot
+	// counterErr: the prefix-cache counters read as a fallback failed.
+	counterErr errSlot
+	// eppRequests is the EPP's input-token histogram count over the
+	// lookback (NaN: not read): the requests the EPP saw with usage.
+	eppRequests float64
 }
 
 func (e *Estimator) histSelector(t Target, name string) string {
-	if strings.HasPrefix(name, "llm_d_epp_") {
+	if isEPPName(name) {
 		return t.EPPSelector
 	}
 	return t.VLLMSelector
@@ -45,24 +52,38 @@ func (e *Estimator) queueDistributions(r *runner, t Target, f Features, at time.
 	if f.PromptHistogram != "" {
 		hist(f.PromptHistogram, &d.promptBuckets, &d.promptSum, &d.promptErr)
 	}
-	switch f.CachedTokens {
-	case "":
-	case mEPPCachedTokens:
-		hist(mEPPCachedTokens, &d.cachedBuckets, &d.cachedSum, &d.cachedErr)
-	default:
+	d.eppRequests = math.NaN()
+	if in := eppInputHistogram(f); in != "" && in != f.PromptHistogram && t.EPPSelector != "" {
+		// vLLM counts the requests of the engines scraped (llm-d's
+		// PodMonitor scrapes rank 0 only); the EPP those with usage.
+		r.spawn(func() {
+			if v, err := r.instant("sum(increase("+vec(in+"_count", t.EPPSelector)+"["+lb+"]))", at); err == nil && len(v) > 0 {
+				d.eppRequests = float64(v[0].Value)
+			}
+		})
+	}
+	if f.CachedTokens == mEPPCachedTokens || f.CachedTokens == mGIECachedTokens {
+		hist(f.CachedTokens, &d.cachedBuckets, &d.cachedSum, &d.cachedErr)
+	}
+	if hits := f.PrefixCacheHits; hits != "" && f.CachedTokens != "" {
+		// The counters are the source, or the fallback of a partial EPP histogram.
 		queries := mPrefixQueries
-		if f.CachedTokens == mGPUPrefixHits {
+		if hits == mGPUPrefixHits {
 			queries = mGPUPrefixQuery
 		}
+		slot := &d.cachedErr
+		if f.CachedTokens != hits {
+			slot = &d.counterErr
+		}
 		r.spawn(func() {
-			v, err := r.instant("sum(increase("+vec(f.CachedTokens, t.VLLMSelector)+"["+lb+"]))", at)
+			v, err := r.instant("sum(increase("+vec(hits, t.VLLMSelector)+"["+lb+"]))", at)
 			d.hits = v
-			d.cachedErr.set(err)
+			slot.set(err)
 		})
 		r.spawn(func() {
 			v, err := r.instant("sum(increase("+vec(queries, t.VLLMSelector)+"["+lb+"]))", at)
 			d.queries = v
-			d.cachedErr.set(err)
+			slot.set(err)
 		})
 	}
 }
@@ -97,7 +118,7 @@ func histDistribution(part, source string, buckets, sum model.Vector) Distributi
 
 // distResults fills the prompt and cached-token distributions and the request rate.
 func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estimates, stale *Reason) {
-	vllmStale := func(name string) bool { return stale != nil && !strings.HasPrefix(name, "llm_d_epp_") }
+	vllmStale := func(name string) bool { return stale != nil && !isEPPName(name) }
 	switch {
 	case f.PromptHistogram == "":
 		est.Prompt = Distribution{Status: StatusInconclusive, Reasons: []Reason{{Code: ReasonNoSeries, Part: partPrompt,
@@ -112,7 +133,14 @@ func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estima
 		est.Prompt = histDistribution(partPrompt, f.PromptHistogram, d.promptBuckets, d.promptSum)
 	}
 	if est.Prompt.Status == StatusOK {
-		est.RequestRate = Scalar{Status: StatusOK, Value: ptr(est.Prompt.Count / e.cfg.Lookback.Seconds()), Source: f.PromptHistogram + "_count"}
+		count, src := est.Prompt.Count, f.PromptHistogram+"_count"
+		if finite(d.eppRequests) && d.eppRequests > 1.02*count {
+			// Both count a subset; the larger is the better lower bound
+			// (within 2 % they differ by requests finishing across the edges).
+			count, src = d.eppRequests, eppInputHistogram(f)+"_count (above "+src+")"
+		}
+		est.RequestRate = Scalar{Status: StatusOK, Value: ptr(count / e.cfg.Lookback.Seconds()), Source: src}
+		est.Shape.Requests = count
 	} else {
 		est.RequestRate = Scalar{Status: StatusInconclusive, Source: f.PromptHistogram + "_count"}
 		for _, r := range est.Prompt.Reasons {
@@ -131,11 +159,43 @@ func (e *Estimator) distResults(t Target, f Features, d *distInputs, est *Estima
 		est.Cached = Distribution{Status: StatusInconclusive, Source: f.CachedTokens, Reasons: []Reason{r}}
 	case d.cachedErr.get() != nil:
 		est.Cached = Distribution{Status: StatusInconclusive, Source: f.CachedTokens, Reasons: []Reason{failReason(partCached, d.cachedErr.get())}}
-	case f.CachedTokens == mEPPCachedTokens:
-		est.Cached = histDistribution(partCached, mEPPCachedTokens, d.cachedBuckets, d.cachedSum)
+	case f.CachedTokens == mEPPCachedTokens || f.CachedTokens == mGIECachedTokens:
+		est.Cached = histDistribution(partCached, f.CachedTokens, d.cachedBuckets, d.cachedSum)
+		e.cachedByCoverage(t, f, d, est)
 	default:
 		est.Cached = counterCached(f.CachedTokens, d, est.Prompt)
 	}
+}
+
+// eppInputHistogram is the EPP's input-token histogram, "" when none.
+func eppInputHistogram(f Features) string { return f.EPPInputTokens }
+
+// minCachedCoverage is the share of requests the EPP's cached-token
+// histogram must observe to be the cached-token source when vLLM's
+// prefix-cache counters (which count every request) exist.
+const minCachedCoverage = 0.5
+
+// cachedByCoverage measures the EPP cached-token histogram's coverage (its
+// count against the requests counted) and, below minCachedCoverage, uses
+// vLLM's prefix-cache counters when they exist: the EPP observes only
+// responses carrying usage (streaming needs include_usage).
+func (e *Estimator) cachedByCoverage(t Target, f Features, d *distInputs, est *Estimates) {
+	req := est.Shape.Requests
+	if est.Cached.Status != StatusOK || !(req > 0) {
+		return
+	}
+	cov := math.Min(est.Cached.Count/req, 1)
+	est.Shape.CachedCoverage = ptr(cov)
+	if cov >= 0.9 {
+		return
+	}
+	detail := fmt.Sprintf("%s observed %.0f of %.0f requests (%.0f%%): the EPP observes only responses carrying usage",
+		f.CachedTokens, est.Cached.Count, req, 100*cov)
+	if cov < minCachedCoverage && f.PrefixCacheHits != "" && d.counterErr.get() == nil {
+		est.Cached = counterCached(f.PrefixCacheHits, d, est.Prompt)
+		detail += "; vLLM's prefix-cache counters count every request and are used (mean only)"
+	}
+	est.Cached.Reasons = append(est.Cached.Reasons, Reason{Code: ReasonCachedHistogramPartial, Part: partCached, Detail: detail})
 }
 
 // counterCached derives the cached-token mean from vLLM's prefix-cache
@@ -171,10 +231,94 @@ type eppInputs struct {
 	inflightErr errSlot
 	routing     model.Vector
 	routingErr  errSlot
+	// producers are the in-flight series' producer_name values (phase 1);
+	// producer the one read, "" when the series carry none.
+	producers []string
+	producer  string
+	// producerReason holds the in-flight part when the producer is ambiguous or absent.
+	producerReason *Reason
+	// nsLabel is the label carrying the EPP's own namespace label.
+	nsLabel string
+}
+
+// queueProducers queues the query naming the in-flight producers and the
+// namespace label of the EPP's series (phase 1).
+func (e *Estimator) queueProducers(r *runner, t Target, at time.Time, d *eppInputs) {
+	r.spawn(func() {
+		v, err := r.instant("count by (producer_name, exported_namespace) (last_over_time("+vec(mEPPInflightTokens, t.EPPSelector)+"["+promDur(e.cfg.Lookback)+"]))", at)
+		if err != nil {
+			return // the in-flight queries fail too and carry the error
+		}
+		seen := map[string]bool{}
+		for _, s := range v {
+			seen[string(s.Metric["producer_name"])] = true
+			if s.Metric["exported_namespace"] != "" {
+				d.nsLabel = "exported_namespace"
+			}
+		}
+		for p := range seen {
+			d.producers = append(d.producers, p)
+		}
+		sort.Strings(d.producers)
+		if len(v) > 0 && d.nsLabel == "" {
+			d.nsLabel = "namespace"
+		}
+	})
+}
+
+// chooseProducer picks the in-flight producer the gate reads: the target's
+// setting (the gate's inFlightLoadProducerName), else the only one.
+func (d *eppInputs) chooseProducer(t Target) {
+	named := make([]string, 0, len(d.producers))
+	for _, p := range d.producers {
+		if p != "" {
+			named = append(named, p)
+		}
+	}
+	quoted := func() string {
+		q := make([]string, len(named))
+		for i, p := range named {
+			q[i] = strconv.Quote(p)
+		}
+		return strings.Join(q, ", ")
+	}
+	switch {
+	case t.InFlightProducer != "":
+		d.producer = t.InFlightProducer
+		if len(d.producers) > 0 && !slices.Contains(d.producers, t.InFlightProducer) {
+			d.producerReason = &Reason{Code: ReasonInFlightProducerNotFound, Part: partInFlight,
+				Detail: fmt.Sprintf("the target's inFlightProducer %q is not among the in-flight series' producer_name values %s", t.InFlightProducer, quoted())}
+		}
+	case len(named) == 1:
+		d.producer = named[0]
+	case len(named) > 1:
+		d.producerReason = &Reason{Code: ReasonInFlightProducerAmbiguous, Part: partInFlight,
+			Detail: fmt.Sprintf("%s has producer_name %s: set the target's inFlightProducer to the gate's inFlightLoadProducerName (each producer counts the same requests)", mEPPInflightTokens, quoted())}
+	}
+}
+
+// producerMatcher selects the chosen producer's series.
+func (d *eppInputs) producerMatcher() string {
+	if d.producer == "" {
+		return ""
+	}
+	return "producer_name=" + strconv.Quote(d.producer)
 }
 
 // replicaRule documents how one EPP replica is chosen per snapshot.
 const replicaRule = "per snapshot, the EPP replica whose in-flight samples are freshest; ties go to the replica reporting more endpoints, then more in-flight tokens, then the smaller name; replicas are never added up"
+
+// syncedRule documents the snapshots of replicas that share their in-flight load.
+const syncedRule = "the target's EPP replicas sync in-flight load (each gauge holds its own share, the gate sees the sum): per snapshot, the sum over replicas"
+
+// replicaLabels are the labels the in-flight queries keep: none when the
+// replicas are synced (their gauges add up), else the replica labels.
+func (e *Estimator) replicaLabels(t Target) string {
+	if t.SyncedEPPReplicas {
+		return ""
+	}
+	return ", " + strings.Join(e.cfg.ReplicaLabels, ", ")
+}
 
 // queueEPP queues the in-flight and routing queries.
 func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *eppInputs) {
@@ -189,17 +333,17 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 		n = 1
 	}
 	d.g = grid{start: at.Add(-time.Duration(n-1) * step), step: step, n: n}
-	repl := strings.Join(cfg.ReplicaLabels, ", ")
+	repl := e.replicaLabels(t)
 	sel := t.EPPSelector
-	if f.InFlightTokens != "" {
+	if f.InFlightTokens != "" && d.producerReason == nil {
 		r.spawn(func() {
-			m, err := r.rangeQuery("sum by (endpoint_name, "+repl+") ("+vec(mEPPInflightTokens, sel)+")", d.g.start, at, step)
+			m, err := r.rangeQuery("sum by (endpoint_name"+repl+") ("+vec(mEPPInflightTokens, sel, d.producerMatcher())+")", d.g.start, at, step)
 			d.tokens = m
 			d.inflightErr.set(err)
 		})
 		if f.InFlightRequests != "" {
 			r.spawn(func() {
-				m, err := r.rangeQuery("sum by (endpoint_name, "+repl+") ("+vec(mEPPInflightReqs, sel)+")", d.g.start, at, step)
+				m, err := r.rangeQuery("sum by (endpoint_name"+repl+") ("+vec(mEPPInflightReqs, sel, d.producerMatcher())+")", d.g.start, at, step)
 				d.reqs = m
 				d.inflightErr.set(err)
 			})
@@ -207,7 +351,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 	}
 	if f.Routing != "" {
 		r.spawn(func() {
-			v, err := r.instant("sum by (endpoint_name) (increase("+vec(mEPPAttempts, sel)+"["+lb+"]))", at)
+			v, err := r.instant(attempts(f, sel, lb), at)
 			d.routing = v
 			d.routingErr.set(err)
 		})
@@ -216,7 +360,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 			// request is pinned to at that moment (summed over EPP replicas,
 			// which route different requests).
 			r.spawn(func() {
-				m, err := r.rangeQuery("sum by (endpoint_name) (increase("+vec(mEPPAttempts, sel)+"["+promDur(step)+"]))", d.g.start, at, step)
+				m, err := r.rangeQuery(attempts(f, sel, promDur(step)), d.g.start, at, step)
 				if err == nil {
 					d.routed = m
 				}
@@ -230,7 +374,7 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 // (the replica choice needs it; with one replica, Prometheus' staleness
 // handling and the target's staleness check bound the age).
 func (e *Estimator) queueFreshness(r *runner, t Target, at time.Time, d *eppInputs) {
-	if d.inflightErr.get() != nil {
+	if d.inflightErr.get() != nil || t.SyncedEPPReplicas {
 		return
 	}
 	reps := map[string]bool{}
@@ -242,7 +386,7 @@ func (e *Estimator) queueFreshness(r *runner, t Target, at time.Time, d *eppInpu
 	}
 	repl := strings.Join(e.cfg.ReplicaLabels, ", ")
 	r.spawn(func() {
-		m, err := r.rangeQuery("max by ("+repl+") (timestamp("+vec(mEPPInflightTokens, t.EPPSelector)+"))", d.g.start, at, d.g.step)
+		m, err := r.rangeQuery("max by ("+repl+") (timestamp("+vec(mEPPInflightTokens, t.EPPSelector, d.producerMatcher())+"))", d.g.start, at, d.g.step)
 		d.freshest = m
 		d.inflightErr.set(err)
 	})
@@ -299,196 +443,58 @@ func (e *Estimator) eppSeries(m model.Matrix, eps, reps *eppIndex) (ep, rep []in
 	return ep, rep
 }
 
-// eppResults fills the in-flight snapshots and the routing shares.
-func (e *Estimator) eppResults(f Features, d *eppInputs, est *Estimates) {
-	est.InFlight = e.inFlight(f, d)
+// eppResults fills the routing shares, joins the in-flight endpoints to
+// the routed and vLLM pods, and fills the in-flight snapshots in the
+// in-flight endpoints' names.
+func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimates, vllmPods []string) {
 	est.Routing = routing(f, d)
-}
-
-func (e *Estimator) inFlight(f Features, d *eppInputs) InFlight {
-	out := InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, StepSeconds: d.g.step.Seconds(), ReplicaRule: replicaRule, Snapshots: []Snapshot{}}
-	if f.InFlightTokens == "" {
-		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: mEPPInflightTokens + " has no series in the lookback"}}
-		return out
-	}
-	if err := d.inflightErr.get(); err != nil {
-		out.Reasons = []Reason{failReason(partInFlight, err)}
-		return out
-	}
-	var eps, reps eppIndex
-	tokEp, tokRep := e.eppSeries(d.tokens, &eps, &reps)
-	reqEp, reqRep := e.eppSeries(d.reqs, &eps, &reps)
-	n, ne, nr := d.g.n, len(eps.list), len(reps.list)
-	// Flat [time][replica][endpoint] values; NaN marks "no value".
-	tok := make([]float64, n*nr*ne)
-	req := make([]float64, n*nr*ne)
-	for i := range tok {
-		tok[i], req[i] = math.NaN(), math.NaN()
-	}
-	views := make([]replicaView, n*nr)
-	for i := range views {
-		views[i].fresh = math.Inf(-1)
-	}
-	seen := make([]bool, n*nr)
-	for si, ss := range d.tokens {
-		if tokEp[si] < 0 {
-			continue
-		}
-		for _, p := range ss.Values {
-			k, ok := d.g.index(p.Timestamp)
-			if !ok {
-				continue
-			}
-			vi := k*nr + tokRep[si]
-			v := &views[vi]
-			seen[vi] = true
-			x := float64(p.Value)
-			if !finite(x) {
-				v.nonFinite = true
-				continue
-			}
-			tok[vi*ne+tokEp[si]] = x
-			v.endpoints++
-			v.total += x
+	var routed []string
+	for _, s := range est.Routing.Endpoints {
+		if s.Attempts > 0 {
+			routed = append(routed, s.Endpoint)
 		}
 	}
-	for si, ss := range d.reqs {
-		if reqEp[si] < 0 {
-			continue
-		}
-		for _, p := range ss.Values {
-			k, ok := d.g.index(p.Timestamp)
-			if !ok || !seen[k*nr+reqRep[si]] {
-				continue
-			}
-			vi := k*nr + reqRep[si]
-			if x := float64(p.Value); finite(x) {
-				req[vi*ne+reqEp[si]] = x
-			} else {
-				views[vi].nonFinite = true
-			}
+	seen := map[string]bool{}
+	var names []string
+	for _, ss := range d.tokens {
+		if n := string(ss.Metric["endpoint_name"]); n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
 		}
 	}
-	for _, ss := range d.freshest {
-		ri, ok := reps.names[e.replicaOf(ss.Metric)]
-		if !ok {
-			continue
-		}
-		for _, p := range ss.Values {
-			if k, ok := d.g.index(p.Timestamp); ok {
-				views[k*nr+ri].fresh = float64(p.Value)
-			}
-		}
+	sort.Strings(names)
+	j := joinEndpoints(names, routed, vllmPods)
+	sh := &est.Shape
+	sh.Producers, sh.Producer, sh.Synced, sh.EndpointNamespaceLabel = d.producers, d.producer, t.SyncedEPPReplicas, d.nsLabel
+	sh.EndpointNaming, sh.RanksPerPod, sh.Endpoints = j.naming(), j.ranksPerPod(), j.rows
+	if len(names) > 0 {
+		sh.Joins = append(sh.Joins, j.join)
 	}
-	// Attempts per snapshot and endpoint, when the routed query answered.
-	routed := map[string][]float64{}
-	for _, ss := range d.routed {
-		ep := string(ss.Metric["endpoint_name"])
-		if ep == "" {
-			continue
-		}
-		row := make([]float64, n)
-		for i := range row {
-			row[i] = math.NaN()
-		}
-		for _, p := range ss.Values {
-			if k, ok := d.g.index(p.Timestamp); ok && finite(float64(p.Value)) {
-				row[k] = float64(p.Value)
-			}
-		}
-		routed[ep] = row
+	est.InFlight = e.inFlight(f, d, j)
+	if t.SyncedEPPReplicas {
+		est.InFlight.ReplicaRule = syncedRule
 	}
-	out.Replicas = append([]string(nil), reps.list...)
-	sort.Strings(out.Replicas)
-	// Endpoints in name order, and one backing array for the request counts.
-	order := make([]int, ne)
-	for i := range order {
-		order[i] = i
+	sh.Replicas = est.InFlight.Replicas
+	switch {
+	case d.producerReason != nil:
+		est.InFlight = InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, ReplicaRule: est.InFlight.ReplicaRule,
+			Snapshots: []Snapshot{}, Reasons: []Reason{*d.producerReason}}
+	case j.unmatchedReason(e.cfg.MinPodCoverage) != nil:
+		// Snapshots that cannot be joined to the routing would draw every
+		// decision's home endpoint from names no snapshot holds.
+		est.InFlight.Status, est.InFlight.Snapshots = StatusInconclusive, []Snapshot{}
+		est.InFlight.Reasons = []Reason{*j.unmatchedReason(e.cfg.MinPodCoverage)}
 	}
-	sort.Slice(order, func(a, b int) bool { return eps.list[order[a]] < eps.list[order[b]] })
-	stale, bad := 0, 0
-	for k := 0; k < n; k++ {
-		best := -1
-		for ri := 0; ri < nr; ri++ {
-			if !seen[k*nr+ri] {
-				continue
-			}
-			if best < 0 || better(&views[k*nr+ri], reps.list[ri], &views[k*nr+best], reps.list[best]) {
-				best = ri
-			}
-		}
-		if best < 0 {
-			continue
-		}
-		bv := &views[k*nr+best]
-		ts := d.g.time(k)
-		if !math.IsInf(bv.fresh, -1) && ts.Sub(time.Unix(0, int64(bv.fresh*1e9))) > e.cfg.StaleAfter {
-			stale++
-			continue
-		}
-		if bv.nonFinite {
-			bad++
-			continue
-		}
-		base := (k*nr + best) * ne
-		snap := Snapshot{Time: ts, Replica: reps.list[best], Endpoints: make([]EndpointLoad, 0, bv.endpoints)}
-		var reqs []float64
-		for _, ei := range order {
-			x := tok[base+ei]
-			if math.IsNaN(x) {
-				continue
-			}
-			l := EndpointLoad{Endpoint: eps.list[ei], Tokens: x}
-			if row, ok := routed[eps.list[ei]]; ok && !math.IsNaN(row[k]) {
-				v := row[k]
-				l.Routed = &v
-			}
-			if rq := req[base+ei]; !math.IsNaN(rq) {
-				if reqs == nil {
-					reqs = make([]float64, 0, bv.endpoints)
-				}
-				reqs = append(reqs, rq)
-				l.Requests = &reqs[len(reqs)-1]
-			}
-			snap.Endpoints = append(snap.Endpoints, l)
-		}
-		out.Snapshots = append(out.Snapshots, snap)
+	if j.renamed() {
+		est.Routing.Endpoints = j.routingByEndpoint(est.Routing.Endpoints)
 	}
-	if len(out.Snapshots) == 0 {
-		code, detail := ReasonNoSeries, mEPPInflightTokens+" has no values in the lookback"
-		switch {
-		case bad > 0:
-			code, detail = ReasonNonFinite, fmt.Sprintf("%d snapshots held NaN or Inf", bad)
-		case stale > 0:
-			code, detail = ReasonStaleSeries, fmt.Sprintf("%d snapshots had only stale replicas", stale)
-		}
-		out.Reasons = []Reason{{Code: code, Part: partInFlight, Detail: detail}}
-		return out
-	}
-	out.Status = StatusOK
-	if stale+bad > 0 {
-		out.Reasons = []Reason{{Code: ReasonSnapshotsSkipped, Part: partInFlight,
-			Detail: fmt.Sprintf("%d snapshots skipped: %d stale, %d with NaN or Inf", stale+bad, stale, bad)}}
-	}
-	return out
-}
-
-// better reports whether replica a (named an) beats b (named bn).
-func better(a *replicaView, an string, b *replicaView, bn string) bool {
-	if math.Abs(a.fresh-b.fresh) > 1e-3 && !(math.IsInf(a.fresh, -1) && math.IsInf(b.fresh, -1)) {
-		return a.fresh > b.fresh
-	}
-	if a.endpoints != b.endpoints {
-		return a.endpoints > b.endpoints
-	}
-	if a.total != b.total {
-		return a.total > b.total
-	}
-	return an < bn
 }
 
 func routing(f Features, d *eppInputs) Routing {
 	out := Routing{Status: StatusInconclusive, Source: mEPPAttempts, Endpoints: []EndpointShare{}}
+	if f.Routing != "" {
+		out.Source = f.Routing
+	}
 	if f.Routing == "" {
 		out.Reasons = []Reason{{Code: ReasonNoSeries, Part: partRouting, Detail: mEPPAttempts + " has no series in the lookback"}}
 		return out

@@ -31,6 +31,14 @@ const (
 	mEPPCachedTokens   = "llm_d_epp_request_cached_tokens"
 	mEPPInputTokens    = "llm_d_epp_request_input_tokens"
 	mEPPAttempts       = "llm_d_epp_scheduler_attempts_total"
+
+	// vLLM since PR #38435 (2026-03): the waiting gauge split by reason.
+	mWaitingByReason = "vllm:num_requests_waiting_by_reason"
+
+	// llm-d-router before 0.10 (GIE v1.5 names; release-0.8).
+	mGIEAttempts     = "inference_extension_scheduler_attempts_total"
+	mGIEInputTokens  = "inference_objective_input_tokens"
+	mGIECachedTokens = "inference_objective_prompt_cached_tokens"
 )
 
 // vllmProbe lists the vLLM series whose presence is detected (histograms by
@@ -40,17 +48,34 @@ var vllmProbe = []string{
 	mBySource, mPromptTokens, mPromptCached, mKVComputed + "_count",
 	mPrefixHits, mPrefixQueries, mGPUPrefixHits, mGPUPrefixQuery, mExternalHits,
 	mIterationTokens + "_count", mITL + "_count", mTPOT + "_count", mPrefillTime + "_count",
-	mPromptHist + "_count",
+	mPromptHist + "_count", mWaitingByReason,
 }
 
 // eppProbe lists the EPP series whose presence is detected.
 var eppProbe = []string{
 	mEPPInflightTokens, mEPPInflightReqs, mEPPCachedTokens + "_count", mEPPInputTokens + "_count", mEPPAttempts,
+	mGIEAttempts, mGIEInputTokens + "_count", mGIECachedTokens + "_count",
 }
 
-// byEngine groups vLLM series per engine: Prometheus adds namespace and pod,
-// vLLM labels each data-parallel rank with engine.
-const byEngine = "namespace, pod, engine"
+// isEPPName reports whether name is an EPP series (read with the EPP selector).
+func isEPPName(name string) bool {
+	return strings.HasPrefix(name, "llm_d_epp_") || strings.HasPrefix(name, "inference_")
+}
+
+// attempts renders the scheduling attempts' increase over rng summed per
+// endpoint, the pre-0.10 pod_name label renamed endpoint_name.
+func attempts(f Features, sel, rng string) string {
+	inc := "increase(" + vec(f.Routing, sel) + "[" + rng + "])"
+	if f.Routing == mGIEAttempts {
+		inc = `label_replace(` + inc + `, "endpoint_name", "$1", "pod_name", "(.*)")`
+	}
+	return "sum by (endpoint_name) (" + inc + ")"
+}
+
+// byEngine groups vLLM series per engine: Prometheus adds namespace, pod
+// and instance (a data-parallel rank on its own port is its own instance),
+// vLLM labels each internal data-parallel engine with engine.
+const byEngine = "namespace, pod, instance, engine"
 
 // vec renders name{matchers...}, skipping empty matcher lists.
 func vec(name string, matchers ...string) string {

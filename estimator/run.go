@@ -201,20 +201,49 @@ func (c column) at(k int) (float64, bool) {
 // engineKey identifies one vLLM engine.
 type engineKey struct{ ns, pod, engine string }
 
-func engineOf(m model.Metric) engineKey {
-	return engineKey{string(m["namespace"]), string(m["pod"]), string(m["engine"])}
+// endpointKeys name each engine's unit, one EPP endpoint: the pod, or,
+// for a pod scraped on several ports (one per data-parallel rank, each an
+// EPP endpoint), the pod and port as pod@instance.
+type endpointKeys struct{ multi map[podKey]bool }
+
+// newEndpointKeys finds the pods with several instances in m.
+func newEndpointKeys(m model.Matrix) endpointKeys {
+	inst := map[podKey]map[model.LabelValue]bool{}
+	for _, ss := range m {
+		k := podKey{string(ss.Metric["namespace"]), string(ss.Metric["pod"])}
+		if inst[k] == nil {
+			inst[k] = map[model.LabelValue]bool{}
+		}
+		inst[k][ss.Metric["instance"]] = true
+	}
+	u := endpointKeys{multi: map[podKey]bool{}}
+	for k, is := range inst {
+		if len(is) > 1 {
+			u.multi[k] = true
+		}
+	}
+	return u
 }
 
-// podKey identifies one pod (an EPP endpoint).
+// of is the engine of series m.
+func (u endpointKeys) of(m model.Metric) engineKey {
+	k := engineKey{string(m["namespace"]), string(m["pod"]), string(m["engine"])}
+	if u.multi[podKey{k.ns, k.pod}] {
+		k.pod += "@" + string(m["instance"])
+	}
+	return k
+}
+
+// podKey identifies one pod (an EPP endpoint; see endpointKeys).
 type podKey struct{ ns, pod string }
 
 func (k engineKey) podKey() podKey { return podKey{k.ns, k.pod} }
 
 // columns lays a matrix out on g, one column per engine.
-func columns(m model.Matrix, g grid) map[engineKey]column {
+func columns(m model.Matrix, g grid, u endpointKeys) map[engineKey]column {
 	out := make(map[engineKey]column, len(m))
 	for _, ss := range m {
-		k := engineOf(ss.Metric)
+		k := u.of(ss.Metric)
 		c, ok := out[k]
 		if !ok {
 			c = column{v: make([]float64, g.n), ok: make([]bool, g.n)}

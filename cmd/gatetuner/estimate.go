@@ -422,6 +422,7 @@ func writeEstimatesText(w io.Writer, e *estimator.Estimates) error {
 		p("older names in use:\t%s", strings.Join(f.Legacy, ", "))
 	}
 	p("pods:\t%d of %d covered", len(e.Coverage.Covered), len(e.Coverage.Expected))
+	writeShapeText(p, e.Shape)
 	p("drain rate (B):\t%s\t%s", fmtRate(e.DrainRate), e.DrainRate.Source)
 	a := e.PerRequestRate
 	if a.Value != nil {
@@ -488,4 +489,30 @@ func writeEstimatesText(w io.Writer, e *estimator.Estimates) error {
 	_, err := fmt.Fprintf(w, "queries: %d (%d failed), at most %d points per series, %.2fs\n",
 		e.Queries.Queries, e.Queries.Failed, e.Queries.MaxPoints, e.Queries.Seconds)
 	return err
+}
+
+// writeShapeText prints the inferred exporter shape and each join.
+func writeShapeText(p func(string, ...any), sh estimator.Shape) {
+	or := func(s, dflt string) string {
+		if s == "" {
+			return dflt
+		}
+		return s
+	}
+	p("exporters:\tvLLM %s, EPP %s, endpoints named %s, %d ranks/pod, %d engines/pod",
+		or(sh.VLLM, "unknown"), or(sh.EPP, "none"), or(sh.EndpointNaming, "-"), sh.RanksPerPod, sh.EnginesPerPod)
+	if len(sh.Producers) > 0 || sh.EndpointNamespaceLabel != "" {
+		p("EPP series:\tproducers %v (reading %s), replicas %v (synced %t), namespace label %s",
+			sh.Producers, or(sh.Producer, "-"), sh.Replicas, sh.Synced, or(sh.EndpointNamespaceLabel, "-"))
+	}
+	for _, j := range sh.Joins {
+		line := fmt.Sprintf("%d of %d %s matched by %s (%d names)", j.Matched, j.RightNames, j.Right, j.Left, j.LeftNames)
+		if len(j.LeftUnmatched) > 0 {
+			line += fmt.Sprintf("; unmatched %q", j.LeftUnmatched)
+		}
+		if len(j.RightUnmatched) > 0 {
+			line += fmt.Sprintf("; without in-flight %q", j.RightUnmatched)
+		}
+		p("join:\t%s", line)
+	}
 }

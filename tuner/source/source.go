@@ -298,6 +298,9 @@ func ReasonsOf(rs []estimator.Reason) string {
 			s += ", "
 		}
 		s += string(r.Code)
+		if r.Detail != "" {
+			s += ": " + r.Detail
+		}
 	}
 	return s
 }
