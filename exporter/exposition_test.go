@@ -64,6 +64,7 @@ func filled(t *testing.T) *Metrics {
 	m.Rollbacks.WithLabelValues(tg, "verification-failed").Inc()
 	m.CycleDuration.WithLabelValues(tg).Observe(0.3)
 	m.Leader.Set(1)
+	m.StreamUp.Watch(tg, func() bool { return true })
 	m.ObserveQuery("http", 20*time.Millisecond, prom.KindBadQuery.String())
 	return m
 }

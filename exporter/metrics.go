@@ -70,6 +70,7 @@ type Metrics struct {
 	CycleDuration *prometheus.HistogramVec
 	Leader        prometheus.Gauge
 	TargetUp      *prometheus.GaugeVec // {target}
+	StreamUp      *StreamHealth        // gatetuner_records_stream_up{target}
 
 	// Queries.
 	QueryDuration *prometheus.HistogramVec // {querier}
@@ -134,6 +135,8 @@ func New(version, commit string) *Metrics {
 	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatetuner_leader", Help: "1 when this replica holds the leader lease (or runs without election)."})
 	reg.MustRegister(m.Leader)
 	m.TargetUp = g("target_up", "1 when the target's last cycle completed without error.", "target")
+	m.StreamUp = newStreamHealth()
+	reg.MustRegister(m.StreamUp)
 
 	m.QueryDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gatetuner_query_duration_seconds", Help: "Prometheus query latency.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 9)}, []string{"querier"})

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -251,9 +250,7 @@ func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, e
 			tg.Records = &tuner.RecordsFile{Path: ct.Records.File, Target: ct.Name, Plugin: ct.Plugin}
 		case ct.Records.URL != "":
 			s := &tuner.RecordsStream{URL: ct.Records.URL, Target: ct.Name, Plugin: ct.Plugin, Retention: ct.Lookback}
-			if err := d.watchStream(ct.Name, s); err != nil {
-				return nil, err
-			}
+			d.watchStream(ct.Name, s)
 			d.streams = append(d.streams, s)
 			tg.Records = s
 		}
@@ -387,20 +384,9 @@ func (d *Daemon) cycle(ctx context.Context, g *targetGroup) (reps []*tuner.Repor
 // watchStream exports a records stream's health as
 // gatetuner_records_stream_up{target} (1 connected, 0 down; a down stream
 // holds its target records-unavailable).
-func (d *Daemon) watchStream(target string, s *tuner.RecordsStream) error {
-	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gatetuner_records_stream_up",
-		Help:        "1 while the target's gate-records stream is connected, 0 while it is down (docs/holds.md: records-unavailable).",
-		ConstLabels: prometheus.Labels{"target": target}}, func() float64 {
-		if s.Err() != nil {
-			return 0
-		}
-		return 1
-	})
-	if err := d.deps.Metrics.Registry.Register(g); err != nil {
-		return fmt.Errorf("records stream metric: %w", err)
-	}
-	d.closers = append(d.closers, func() { d.deps.Metrics.Registry.Unregister(g) })
-	return nil
+func (d *Daemon) watchStream(target string, s *tuner.RecordsStream) {
+	d.deps.Metrics.StreamUp.Watch(target, func() bool { return s.Err() == nil })
+	d.closers = append(d.closers, func() { d.deps.Metrics.StreamUp.Forget(target) })
 }
 
 // Run starts the background work — the records streams and the heartbeat —
