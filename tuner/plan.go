@@ -60,7 +60,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	if tr.cur.Source == gate.SourceLatencyPredictor {
 		return nil, held(HoldUnsupportedTTFTSource, "ttftSource is latencyPredictor: the gate compares predicted milliseconds, which gatetuner neither estimates nor writes; reported only")
 	}
-	est, h := t.estimate(ctx, tg, now)
+	est, h := t.estimate(ctx, tg, tr.params, now)
 	if h != nil {
 		return nil, h
 	}
@@ -131,15 +131,21 @@ func (t *Tuner) readTarget(ctx context.Context, tg *Target) (*targetRead, *halt)
 	return &targetRead{snap: snap, inst: inst, params: inst.Params, cur: inst.Params.Settings(tg.Profile.MissingSignal)}, nil
 }
 
-// estimate runs the target's estimator (or the Tuner's).
-func (t *Tuner) estimate(ctx context.Context, tg *Target, now time.Time) (*estimator.Estimates, *halt) {
+// estimate runs the target's estimator (or the Tuner's). The in-flight
+// series are read for the producer the gate itself reads
+// (inFlightLoadProducerName) unless the target names one.
+func (t *Tuner) estimate(ctx context.Context, tg *Target, params gate.Params, now time.Time) (*estimator.Estimates, *halt) {
 	ectx, span := t.stage(ctx, "estimate")
 	defer span.End()
 	estr := tg.Estimator
 	if estr == nil {
 		estr = t.Estimator
 	}
-	est, err := estr.Estimate(ectx, tg.Est, now)
+	et := tg.Est
+	if et.InFlightProducer == "" {
+		et.InFlightProducer = params.InFlightLoadProducerName
+	}
+	est, err := estr.Estimate(ectx, et, now)
 	if err != nil {
 		return nil, failed(fmt.Sprintf("estimate: %v", err))
 	}

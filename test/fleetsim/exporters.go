@@ -30,7 +30,7 @@ const (
 // DefaultExportShape is the shape runs use when neither the scenario nor
 // the Options name one. The one line to flip to ShapeLLMD2026 once the
 // estimator reads the real shapes.
-const DefaultExportShape = ShapeLegacySim
+const DefaultExportShape = ShapeLLMD2026
 
 // VLLMGeneration selects the vLLM build whose metric names and counting
 // rules the engines export.

@@ -438,46 +438,9 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		return nil, err
 	}
 
-	// Classes.
-	if classesNode == nil && sc.Trace == nil {
-		return nil, p.errf(root, "classes", "is required (or a trace)")
-	}
-	if classesNode == nil {
-		classesNode = &yaml.Node{Kind: yaml.SequenceNode}
-	} else if classesNode.Kind != yaml.SequenceNode || len(classesNode.Content) == 0 {
-		return nil, p.errf(classesNode, "classes", "must be a non-empty list, got %s", kindName(classesNode))
-	}
-	classIdx := map[string]int{}
-	for i, cn := range classesNode.Content {
-		f := fmt.Sprintf("classes[%d]", i)
-		c := SessionClass{Turns: ConstDist(1), ThinkSeconds: ConstDist(0), Pace: ConstDist(1)}
-		var first Dist
-		hasFirst := false
-		err := p.fields(cn, f, map[string]func(*yaml.Node, string) error{
-			"name":         p.str(&c.Name),
-			"systemPrompt": p.pool(&c.SystemPrompt),
-			"document":     p.pool(&c.Document),
-			"turns":        p.dist(&c.Turns),
-			"firstUserTokens": func(n *yaml.Node, f string) error {
-				hasFirst = true
-				return p.dist(&first)(n, f)
-			},
-			"userTokens":   p.dist(&c.UserTokens),
-			"outputTokens": p.dist(&c.OutputTokens),
-			"thinkSeconds": p.dist(&c.ThinkSeconds),
-			"pace":         p.dist(&c.Pace),
-		}, "name", "userTokens", "outputTokens")
-		if err != nil {
-			return nil, err
-		}
-		if hasFirst {
-			c.FirstUserTokens = &first
-		}
-		if _, dup := classIdx[c.Name]; dup || c.Name == "" {
-			return nil, p.errf(cn, f+".name", "must be non-empty and unique, got %q", c.Name)
-		}
-		classIdx[c.Name] = i
-		sc.Classes = append(sc.Classes, c)
+	classIdx, err := p.classes(sc, root, classesNode)
+	if err != nil {
+		return nil, err
 	}
 
 	// Phases.
@@ -585,4 +548,50 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		return nil, &ParseError{File: file, Msg: err.Error()}
 	}
 	return sc, nil
+}
+
+// classes parses the scenario's session classes (optional with a trace) into
+// sc and returns their indexes by name.
+func (p *parser) classes(sc *Scenario, root, classesNode *yaml.Node) (map[string]int, error) {
+	if classesNode == nil && sc.Trace == nil {
+		return nil, p.errf(root, "classes", "is required (or a trace)")
+	}
+	if classesNode == nil {
+		classesNode = &yaml.Node{Kind: yaml.SequenceNode}
+	} else if classesNode.Kind != yaml.SequenceNode || len(classesNode.Content) == 0 {
+		return nil, p.errf(classesNode, "classes", "must be a non-empty list, got %s", kindName(classesNode))
+	}
+	classIdx := map[string]int{}
+	for i, cn := range classesNode.Content {
+		f := fmt.Sprintf("classes[%d]", i)
+		c := SessionClass{Turns: ConstDist(1), ThinkSeconds: ConstDist(0), Pace: ConstDist(1)}
+		var first Dist
+		hasFirst := false
+		err := p.fields(cn, f, map[string]func(*yaml.Node, string) error{
+			"name":         p.str(&c.Name),
+			"systemPrompt": p.pool(&c.SystemPrompt),
+			"document":     p.pool(&c.Document),
+			"turns":        p.dist(&c.Turns),
+			"firstUserTokens": func(n *yaml.Node, f string) error {
+				hasFirst = true
+				return p.dist(&first)(n, f)
+			},
+			"userTokens":   p.dist(&c.UserTokens),
+			"outputTokens": p.dist(&c.OutputTokens),
+			"thinkSeconds": p.dist(&c.ThinkSeconds),
+			"pace":         p.dist(&c.Pace),
+		}, "name", "userTokens", "outputTokens")
+		if err != nil {
+			return nil, err
+		}
+		if hasFirst {
+			c.FirstUserTokens = &first
+		}
+		if _, dup := classIdx[c.Name]; dup || c.Name == "" {
+			return nil, p.errf(cn, f+".name", "must be non-empty and unique, got %q", c.Name)
+		}
+		classIdx[c.Name] = i
+		sc.Classes = append(sc.Classes, c)
+	}
+	return classIdx, nil
 }

@@ -59,7 +59,7 @@ func Find() (string, error) {
 	}
 	bin := BinaryIn(dir)
 	if _, err := exec.LookPath(bin); err != nil {
-		return "", fmt.Errorf("%w: %s: run `make test-components THANOS=1` (%v)", ErrNotBuilt, bin, err)
+		return "", fmt.Errorf("%w: %s: run `make test-components THANOS=1` (%w)", ErrNotBuilt, bin, err)
 	}
 	return bin, nil
 }

@@ -30,7 +30,7 @@ func Find() (string, error) {
 	}
 	bin := BinaryIn(dir)
 	if _, err := exec.LookPath(bin); err != nil {
-		return "", fmt.Errorf("%w: %s: run `make test-components` (%v)", ErrNotBuilt, bin, err)
+		return "", fmt.Errorf("%w: %s: run `make test-components` (%w)", ErrNotBuilt, bin, err)
 	}
 	return bin, nil
 }

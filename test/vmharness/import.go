@@ -122,11 +122,11 @@ func splitSample(line string) (series, value, ts string, err error) {
 		return "", "", "", fmt.Errorf("no metric name in %q", line)
 	}
 	if line[end] == '{' {
-		close, err := labelsEnd(line, end)
+		closing, err := labelsEnd(line, end)
 		if err != nil {
 			return "", "", "", err
 		}
-		end = close + 1
+		end = closing + 1
 	}
 	series = line[:end]
 	rest := strings.Fields(line[end:])

@@ -76,11 +76,11 @@ func lookupKey(n *yaml.Node, path, k string) *yaml.Node {
 				return nil
 			}
 			if m[1] != "" {
-				if kn := mapKey(n, m[1]); kn == nil {
+				kn := mapKey(n, m[1])
+				if kn == nil {
 					return nil
-				} else {
-					n = mapValue(n, kn)
 				}
+				n = mapValue(n, kn)
 			}
 			for _, idx := range regexp.MustCompile(`\d+`).FindAllString(m[2], -1) {
 				i, _ := strconv.Atoi(idx)

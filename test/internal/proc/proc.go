@@ -77,7 +77,7 @@ func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 			p.mu.Lock()
 			werr := p.werr
 			p.mu.Unlock()
-			return fmt.Errorf("%s exited before %s answered: %v\nlog tail (%s):\n%s", p.name, url, werr, p.logPath, p.LogTail(30))
+			return fmt.Errorf("%s exited before %s answered: %w\nlog tail (%s):\n%s", p.name, url, werr, p.logPath, p.LogTail(30))
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s: %w\nlog tail (%s):\n%s", p.name, url, ctx.Err(), p.logPath, p.LogTail(30))
 		case <-tick.C:
