@@ -153,11 +153,7 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
 	}
-	path, err := filepath.Abs(o.eppConfig)
-	if err != nil {
-		return nil, deps, nil, asUsage(err)
-	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(o.eppConfig)
 	if err != nil {
 		return nil, deps, nil, usageErr("--epp-config: %v", err)
 	}
@@ -194,7 +190,7 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	pol := simPolicy(sc)
 	et := simenv.EstimatorTarget(sc)
 	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
-		Name: sc.Target, File: path, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
+		Name: sc.Target, File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
 		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
 	}}}

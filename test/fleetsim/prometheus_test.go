@@ -131,8 +131,17 @@ func TestLiveFleetScrapedByARealPrometheus(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	eps, ok := scalar(t, srv, `count(llm_d_epp_inflight_tokens)`, time.Now())
-	if !ok || int(eps) != sc.Pods.Count {
-		t.Errorf("llm_d_epp_inflight_tokens has %v endpoints, want %d", eps, sc.Pods.Count)
+	// The EPP's in-flight series appear only at an endpoint's first request
+	// (docs/exporters.md): wait, within the same deadline, until every
+	// endpoint has had one.
+	for {
+		eps, ok := scalar(t, srv, `count(llm_d_epp_inflight_tokens)`, time.Now())
+		if ok && int(eps) == sc.Pods.Count {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("llm_d_epp_inflight_tokens has %v endpoints, want %d", eps, sc.Pods.Count)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

@@ -156,28 +156,28 @@ func (s *fileStore) atomicWrite(path string, data []byte, perm fs.FileMode) (err
 		}
 	}()
 	if err := step("write"); err != nil {
-		return fmt.Errorf("write %s: %w", tmpName, err)
+		return fmt.Errorf("write %s (its temporary copy): %w", path, pathless(err))
 	}
 	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmpName, err)
+		return fmt.Errorf("write %s (its temporary copy): %w", path, pathless(err))
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmpName, err)
+		return fmt.Errorf("chmod %s (its temporary copy): %w", path, pathless(err))
 	}
 	if err := step("sync"); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmpName, err)
+		return fmt.Errorf("fsync %s (its temporary copy): %w", path, pathless(err))
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmpName, err)
+		return fmt.Errorf("fsync %s (its temporary copy): %w", path, pathless(err))
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmpName, err)
+		return fmt.Errorf("close %s (its temporary copy): %w", path, pathless(err))
 	}
 	if err := step("rename"); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmpName, path, err)
+		return fmt.Errorf("replace %s with its temporary copy: %w", path, pathless(err))
 	}
 	if err := os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmpName, path, err)
+		return fmt.Errorf("replace %s with its temporary copy: %w", path, pathless(err))
 	}
 	if err := step("syncdir"); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
