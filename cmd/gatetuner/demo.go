@@ -63,8 +63,8 @@ the daemon's metrics throughout. The summary compares the wrongly-held rate and 
 with the same day (same seed) run on the untouched default settings.
 
 Simulated time runs as fast as the machine allows, so the guards' clocks are scaled
-to the compressed day. The day and the default replay for the summary took 82 s with a
-prebuilt binary on two busy cores (docs/benchmarks.md).`,
+to the compressed day. The day and the default replay for the summary take about 21 s
+with a prebuilt binary on two idle cores (docs/benchmarks.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), a, &o) },
 	}
