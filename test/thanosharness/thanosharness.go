@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/test/internal/proc"
-	"github.com/gatetuner/gatetuner/test/kubeharness"
 )
 
 // Version is the Thanos version built by build-backends.sh; they must match.
@@ -47,36 +45,20 @@ var ErrNotBuilt = errors.New("thanos not built")
 
 // BinaryIn is the thanos path inside the component cache cacheDir.
 func BinaryIn(cacheDir string) string {
-	return filepath.Join(cacheDir, "bin", "thanos-"+Version, "thanos")
+	return proc.CachedBinary(cacheDir, "thanos", Version)
 }
 
 // Find locates the thanos binary in the component cache; the error wraps ErrNotBuilt and
 // says how to build it.
 func Find() (string, error) {
-	dir, err := kubeharness.CacheDir()
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNotBuilt, err)
-	}
-	bin := BinaryIn(dir)
-	if _, err := exec.LookPath(bin); err != nil {
-		return "", fmt.Errorf("%w: %s: run `make test-components THANOS=1` (%w)", ErrNotBuilt, bin, err)
-	}
-	return bin, nil
+	return proc.FindCached("thanos", Version, "make test-components THANOS=1", ErrNotBuilt)
 }
 
 // Require returns the binary; when it is missing it skips the test under -short and fails it
 // otherwise.
 func Require(t testing.TB) string {
 	t.Helper()
-	bin, err := Find()
-	if err == nil {
-		return bin
-	}
-	if testing.Short() {
-		t.Skipf("thanosharness: a real Thanos is needed: %v", err)
-	}
-	t.Fatalf("thanosharness: a real Thanos is needed: %v", err)
-	return ""
+	return proc.Require(t, "Thanos (thanosharness)", Find)
 }
 
 // Options configure the sidecar and the querier.
