@@ -303,6 +303,7 @@ func fillMetrics(m *exporter.Metrics, tg string) {
 		m.PenaltyMode.WithLabelValues(tg, s, "static").Set(1)
 	}
 	m.HoldActive.WithLabelValues(tg, "cooldown").Set(1)
+	m.RecommendationPending.WithLabelValues(tg, "0123456789abcdef").Set(1)
 	m.LastApply.WithLabelValues(tg).Set(float64(time.Now().Add(-7 * time.Hour).Unix()))
 	m.Leader.Set(1)
 	m.TargetUp.WithLabelValues(tg).Set(1)

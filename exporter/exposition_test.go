@@ -60,6 +60,7 @@ func filled(t *testing.T) *Metrics {
 	m.Cycles.WithLabelValues(tg, "held").Inc()
 	m.Holds.WithLabelValues(tg, "cooldown").Inc()
 	m.HoldActive.WithLabelValues(tg, "cooldown").Set(1)
+	m.RecommendationPending.WithLabelValues(tg, "0123456789abcdef").Set(1)
 	m.Applies.WithLabelValues(tg, "ok").Inc()
 	m.Rollbacks.WithLabelValues(tg, "verification-failed").Inc()
 	m.CycleDuration.WithLabelValues(tg).Observe(0.3)

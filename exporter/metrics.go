@@ -60,17 +60,20 @@ type Metrics struct {
 	PenaltyMode *prometheus.GaugeVec // {target, settings, mode}
 
 	// The loop.
-	Cycles        *prometheus.CounterVec // {target, result}
-	Holds         *prometheus.CounterVec // {target, reason}
-	HoldActive    *prometheus.GaugeVec   // {target, reason}
-	Applies       *prometheus.CounterVec // {target, result}
-	Rollbacks     *prometheus.CounterVec // {target, trigger}
-	LastCycle     *prometheus.GaugeVec   // {target}
-	LastApply     *prometheus.GaugeVec   // {target}
-	CycleDuration *prometheus.HistogramVec
-	Leader        prometheus.Gauge
-	TargetUp      *prometheus.GaugeVec // {target}
-	StreamUp      *StreamHealth        // gatetuner_records_stream_up{target}
+	Cycles     *prometheus.CounterVec // {target, result}
+	Holds      *prometheus.CounterVec // {target, reason}
+	HoldActive *prometheus.GaugeVec   // {target, reason}
+	// RecommendationPending is 1 for the recommendation hash that awaits
+	// an operator's approval (mode approve).
+	RecommendationPending *prometheus.GaugeVec   // {target, hash}
+	Applies               *prometheus.CounterVec // {target, result}
+	Rollbacks             *prometheus.CounterVec // {target, trigger}
+	LastCycle             *prometheus.GaugeVec   // {target}
+	LastApply             *prometheus.GaugeVec   // {target}
+	CycleDuration         *prometheus.HistogramVec
+	Leader                prometheus.Gauge
+	TargetUp              *prometheus.GaugeVec // {target}
+	StreamUp              *StreamHealth        // gatetuner_records_stream_up{target}
 
 	// Queries.
 	QueryDuration *prometheus.HistogramVec // {querier}
@@ -125,6 +128,7 @@ func New(version, commit string) *Metrics {
 	m.Cycles = c("cycles_total", "Tuning cycles by result (applied, held, pending, recommended, error).", "target", "result")
 	m.Holds = c("holds_total", "Cycles held, by reason (docs/holds.md).", "target", "reason")
 	m.HoldActive = g("hold_active", "1 for the reason the target is held now.", "target", "reason")
+	m.RecommendationPending = g("recommendation_pending", "1 for the recommendation hash awaiting approval (mode approve: kubectl annotate configmap NAME gatetuner.dev/approve=HASH).", "target", "hash")
 	m.Applies = c("applies_total", "Writes of new gate settings, by result (ok, failed, rolled_back).", "target", "result")
 	m.Rollbacks = c("rollbacks_total", "Automatic and manual rollbacks, by trigger.", "target", "trigger")
 	m.LastCycle = g("last_cycle_timestamp_seconds", "When the target's last cycle finished.", "target")

@@ -2,8 +2,6 @@ package tuner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -52,7 +50,8 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	for i, tg := range tgs {
 		starts[i] = t.now()
 		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-		reps[i], plans[i] = t.plan(ctxs[i], tg) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		reps[i], plans[i] = t.plan(ctxs[i], tg)  //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		t.announceApproval(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 		if plans[i] != nil {
 			ready = append(ready, i)
 		}
@@ -132,9 +131,10 @@ func (t *Tuner) applyJoint(ctx context.Context, joint sink.Sink, reps []*Report,
 		evidence = append(evidence, reps[i].Target+": "+p.meta.Evidence)
 		hashes = append(hashes, p.meta.RecommendationHash)
 	}
-	sum := sha256.Sum256([]byte(strings.Join(hashes, "+")))
+	// The entry records every target's recommendation hash (approve mode
+	// never writes one twice: sink.State.WrittenHash).
 	res, err := joint.Apply(actx, snap.AsRead(reads...), changes, sink.Meta{Kind: sink.KindApply, Reason: strings.Join(reasons, " | "),
-		Evidence: strings.Join(evidence, " | "), RecommendationHash: hex.EncodeToString(sum[:8])})
+		Evidence: strings.Join(evidence, " | "), RecommendationHash: strings.Join(hashes, "+")})
 	for _, i := range ready {
 		applied(reps[i], res, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/gatetuner/gatetuner/estimator"
@@ -148,8 +149,31 @@ func pctText(v *float64) string {
 	return fmt.Sprintf("%.1f%%", *v*100)
 }
 
-func recHash(r *Recommendation) string {
-	b, _ := json.Marshal([]any{r.Target, r.Mode, r.MaxTTFTPenaltyMs, r.PeakPrefillThroughput})
+// recHash identifies the change a recommendation would write: the target,
+// each edited instance and the owned values as they would be rendered. It
+// hashes nothing of the evidence, so the same change has the same hash in
+// every cycle however the shadow's numbers move; "" when nothing would change.
+func recHash(target string, changes []eppconfig.Change) string {
+	var parts []string
+	for _, c := range changes {
+		if len(c.Set) == 0 && len(c.Remove) == 0 {
+			continue
+		}
+		kv := make([]string, 0, len(c.Set)+len(c.Remove))
+		for k, v := range c.Set {
+			kv = append(kv, string(k)+"="+v.String())
+		}
+		for _, k := range c.Remove {
+			kv = append(kv, "-"+string(k))
+		}
+		sort.Strings(kv)
+		parts = append(parts, c.Plugin+"\x00"+c.DataKey+"\x00"+strings.Join(kv, "\x00"))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	b, _ := json.Marshal(append([]string{target}, parts...))
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

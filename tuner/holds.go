@@ -23,6 +23,8 @@ const (
 	HoldCalibrated            = hold.Calibrated
 	HoldCooldown              = hold.Cooldown
 	HoldBudget                = hold.Budget
+	HoldAwaitingApproval      = hold.AwaitingApproval
+	HoldApprovalMismatch      = hold.ApprovalMismatch
 	HoldOutsideWindow         = hold.OutsideWindow
 	HoldChangedExternally     = hold.ChangedExternally
 	HoldVerificationUnavail   = hold.VerificationUnavailable

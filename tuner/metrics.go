@@ -41,6 +41,10 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 	m.LastCycle.WithLabelValues(tg).Set(float64(rep.At.Unix()))
 	m.TargetUp.WithLabelValues(tg).Set(boolf(rep.Result != ResultError))
 	m.HoldActive.DeletePartialMatch(map[string]string{"target": tg})
+	m.RecommendationPending.DeletePartialMatch(map[string]string{"target": tg})
+	if a := rep.Approval; a != nil && a.Pending() {
+		m.RecommendationPending.WithLabelValues(tg, a.Hash).Set(1)
+	}
 	if rep.Hold != nil {
 		m.Holds.WithLabelValues(tg, string(rep.Hold.Reason)).Inc()
 		m.HoldActive.WithLabelValues(tg, string(rep.Hold.Reason)).Set(1)

@@ -368,6 +368,9 @@ func confidence(pol config.Policy, est *estimator.Estimates, kind string, ppt Th
 func edit(rep *Report, tr *targetRead, rc Candidate, writePPT bool) *halt {
 	changes := changesFor(tr.inst, tr.params, rc, writePPT)
 	rep.Changes = changes
+	if rep.Recommendation != nil {
+		rep.Recommendation.Hash = recHash(rep.Target, changes)
+	}
 	if len(changes[0].Set) == 0 && len(changes[0].Remove) == 0 {
 		return nil
 	}
@@ -396,10 +399,15 @@ func writePlanFor(rep *Report, snap *sink.Snapshot, g *guardContext) (*writePlan
 		rep.Result = ResultRecommended
 		return nil, nil
 	}
+	if g.pol.Mode == config.ModeApprove {
+		if h := approvalHalt(rep, snap); h != nil {
+			return nil, h
+		}
+	}
 	if v := windowGuard(g); !v.pass {
 		return nil, &halt{result: ResultPending, reason: v.reason, detail: v.detail}
 	}
 	return &writePlan{snap: snap, changes: rep.Changes, meta: sink.Meta{
-		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: recHash(rep.Recommendation),
+		Kind: sink.KindApply, Reason: applyReason(rep), Evidence: evidenceLine(rep), RecommendationHash: rep.Recommendation.Hash,
 	}}, nil
 }

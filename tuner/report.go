@@ -33,6 +33,8 @@ type Report struct {
 	Estimates *estimator.Estimates `json:"estimates,omitempty"`
 	Apply     *ApplyView           `json:"apply,omitempty"`
 	Error     string               `json:"error,omitempty"`
+	// Approval is mode approve's verdict on the recommendation's hash.
+	Approval *ApprovalView `json:"approval,omitempty"`
 	// Shadow are the current and recommended settings' tallies for metrics.
 	// shadowCur and shadowRec tally only the decisions no earlier cycle
 	// counted (for the counters); shadowScale turns model draws into requests.
@@ -40,6 +42,24 @@ type Report struct {
 	shadowScale          float64
 	gateInput            GateInput
 }
+
+// ApprovalView is mode approve's verdict: the recommendation's hash, the
+// approval found on the target and the command that approves the hash.
+type ApprovalView struct {
+	Hash string `json:"hash"`
+	// Status is awaiting, mismatch, approved or written (already, once).
+	Status   string   `json:"status"`
+	Approved []string `json:"approved,omitempty"`
+	Command  string   `json:"command"`
+}
+
+// Approval statuses.
+const (
+	ApprovalAwaiting = "awaiting"
+	ApprovalMismatch = "mismatch"
+	ApprovalApproved = "approved"
+	ApprovalWritten  = "written"
+)
 
 // Hold is why a cycle did not write.
 type Hold struct {
@@ -76,7 +96,11 @@ type Recommendation struct {
 	Confidence            float64  `json:"confidence"`
 	Evidence              Evidence `json:"evidence"`
 	HoldReason            string   `json:"holdReason,omitempty"`
-	candidate             Candidate
+	// Hash identifies the change the recommendation would write (stable
+	// across cycles for the same change); mode approve writes it only once
+	// gatetuner.dev/approve names it. Empty when nothing would change.
+	Hash      string `json:"hash,omitempty"`
+	candidate Candidate
 }
 
 // Evidence is what the recommendation rests on.

@@ -49,6 +49,11 @@ type Tuner struct {
 	// went into the shadow counters (windows overlap from cycle to cycle).
 	countedMu sync.Mutex
 	counted   map[string]time.Time
+
+	// announced is, per target, the recommendation hash whose awaiting
+	// approval was last announced in an Event (approve mode).
+	announcedMu sync.Mutex
+	announced   map[string]string
 }
 
 func (t *Tuner) now() time.Time {

@@ -40,6 +40,12 @@ func writeReport(w io.Writer, r *tuner.Report) {
 	ev := rec.Evidence
 	fmt.Fprintf(&b, "  recommended  %-13s maxTTFTPenaltyMs %-9s peakPrefillThroughput %s  bar %s tokens\n",
 		rec.Mode, num(rec.MaxTTFTPenaltyMs), num(rec.PeakPrefillThroughput), bar(rec.EffectiveBarTokens))
+	if rec.Hash != "" {
+		fmt.Fprintf(&b, "  hash         %s (the change it would write)\n", rec.Hash)
+	}
+	if a := r.Approval; a != nil {
+		fmt.Fprintf(&b, "  approval     %s; approve with: %s\n", a.Status, a.Command)
+	}
 	if ev.Step != nil {
 		fmt.Fprintf(&b, "               (wanted a bar of %s tokens; each apply moves it at most ×/÷%s)\n", bar(ev.Step.WantedBarTokens), num(ev.Step.MaxStep))
 	}

@@ -25,6 +25,7 @@ const (
 	ModeOff       = "off"       // recommend only (the default)
 	ModeConfigMap = "configmap" // write the ConfigMap; the EPP restarts later
 	ModeRollout   = "rollout"   // write, roll the EPP Deployment, verify
+	ModeApprove   = "approve"   // write the ConfigMap only with an operator's approval of the recommendation's hash
 )
 
 // Decision sources.
@@ -468,9 +469,9 @@ func (p *Policy) validate(prefix string) error {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	switch p.Mode {
-	case ModeOff, ModeConfigMap, ModeRollout:
+	case ModeOff, ModeConfigMap, ModeRollout, ModeApprove:
 	default:
-		bad("%s: want off, configmap or rollout, got %q", key("mode"), p.Mode)
+		bad("%s: want off, configmap, rollout or approve, got %q", key("mode"), p.Mode)
 	}
 	if _, err := ParseSchedule(p.Schedule); err != nil {
 		bad("%s: %q: %v", key("schedule"), p.Schedule, err)

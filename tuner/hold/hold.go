@@ -42,6 +42,12 @@ const (
 	Cooldown Reason = "cooldown"
 	// Budget: dailyBudget applies within budgetWindow already.
 	Budget Reason = "budget"
+	// AwaitingApproval: mode approve and no approval names this
+	// recommendation's hash yet (result pending).
+	AwaitingApproval Reason = "awaiting-approval"
+	// ApprovalMismatch: mode approve and the approval names a different
+	// recommendation's hash.
+	ApprovalMismatch Reason = "approval-mismatch"
 	// OutsideWindow: the apply window is closed (result pending).
 	OutsideWindow Reason = "outside-apply-window"
 	// ChangedExternally: owned keys changed since the cycle read them.
@@ -55,5 +61,5 @@ const (
 func All() []Reason {
 	return []Reason{TargetError, UnsupportedTTFTSource, Paused, RolloutFailed, VerificationFailed,
 		PendingRestart, RecordsUnavailable, Inconclusive, NoDecisions, LowConfidence, NoGain, Deadband, RestartCost,
-		Calibrated, Cooldown, Budget, OutsideWindow, ChangedExternally, VerificationUnavailable}
+		Calibrated, Cooldown, Budget, AwaitingApproval, ApprovalMismatch, OutsideWindow, ChangedExternally, VerificationUnavailable}
 }

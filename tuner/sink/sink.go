@@ -271,3 +271,23 @@ func ConfigHash(text []byte) string {
 	sum := sha256.Sum256(text)
 	return hex.EncodeToString(sum[:])
 }
+
+// Announcer records a notice for people about a target: an Event on a
+// ConfigMap target, a log line for a file target. A read-only sink records
+// nothing.
+type Announcer interface {
+	Announce(ctx context.Context, reason, action, note string) error
+}
+
+// Announce implements Announcer.
+func (e *engine) Announce(ctx context.Context, reason, action, note string) error {
+	if e.opts.ReadOnly {
+		return nil
+	}
+	obj, err := e.store.load(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: announce %s: %w", e.target, reason, err)
+	}
+	e.store.event(ctx, obj, false, reason, action, note)
+	return nil
+}

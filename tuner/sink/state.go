@@ -3,9 +3,11 @@ package sink
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gatetuner/gatetuner/tuner/hold"
@@ -18,6 +20,10 @@ const (
 	AnnotationPrefix = "gatetuner.dev/"
 	// AnnotationPaused set to "true" by a person stops every automatic write.
 	AnnotationPaused = AnnotationPrefix + "paused"
+	// AnnotationApprove is set by a person to the hash of the recommendation
+	// a target in mode approve may write (several hashes, comma-separated,
+	// for a ConfigMap holding several targets). gatetuner never writes it.
+	AnnotationApprove = AnnotationPrefix + "approve"
 	// AnnotationHistory holds the apply history: a JSON array of Entry, oldest first.
 	AnnotationHistory = AnnotationPrefix + "history"
 	// AnnotationHold holds a failure hold (JSON Hold) set after an automatic
@@ -190,6 +196,9 @@ type State struct {
 	// PausedValue is the pause annotation's raw value when it is not a boolean
 	// (treated as paused).
 	PausedValue string
+	// Approve is the approval a person set (gatetuner.dev/approve, or a
+	// file target's state-file "approve"): recommendation hashes.
+	Approve string
 	// Hold is a failure hold left by an automatic rollback.
 	Hold *Hold
 	// Pending is the write awaiting an EPP restart.
@@ -216,6 +225,24 @@ func (s *State) Entry(seq int) (*Entry, bool) {
 	for i := range s.History {
 		if s.History[i].Seq == seq {
 			return &s.History[i], true
+		}
+	}
+	return nil, false
+}
+
+// Approvals returns the recommendation hashes the approval names (split at
+// commas and white space).
+func (s *State) Approvals() []string {
+	return strings.FieldsFunc(s.Approve, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+}
+
+// WrittenHash returns the apply entry that wrote the recommendation hash h
+// (a joint write records its targets' hashes joined by "+").
+func (s *State) WrittenHash(h string) (*Entry, bool) {
+	for i := range s.History {
+		e := &s.History[i]
+		if e.Kind == KindApply && slices.Contains(strings.Split(e.RecommendationHash, "+"), h) {
+			return e, true
 		}
 	}
 	return nil, false
@@ -269,6 +296,7 @@ func decodeAnnotations(ann map[string]string) (State, error) {
 	if v, ok := ann[AnnotationPaused]; ok {
 		s.Paused, s.PausedValue = parsePaused(v)
 	}
+	s.Approve = ann[AnnotationApprove]
 	if v := ann[AnnotationHistory]; v != "" {
 		if err := strictJSON(v, &s.History); err != nil {
 			return s, fmt.Errorf("annotation %s: %w (fix or remove it)", AnnotationHistory, err)
@@ -425,6 +453,7 @@ func boundHistory(h []Entry, limit int) ([]Entry, error) {
 type sidecar struct {
 	Version     int        `json:"version"`
 	Paused      bool       `json:"paused"`
+	Approve     string     `json:"approve,omitempty"`
 	Hold        *Hold      `json:"hold,omitempty"`
 	Pending     *Pending   `json:"pendingRestart,omitempty"`
 	EffectiveAt *time.Time `json:"effectiveAt,omitempty"`
@@ -434,7 +463,7 @@ type sidecar struct {
 const sidecarVersion = 1
 
 func (s State) toSidecar() sidecar {
-	sc := sidecar{Version: sidecarVersion, Paused: s.Paused, Hold: s.Hold, Pending: s.Pending, History: s.History}
+	sc := sidecar{Version: sidecarVersion, Paused: s.Paused, Approve: s.Approve, Hold: s.Hold, Pending: s.Pending, History: s.History}
 	if !s.EffectiveAt.IsZero() {
 		t := s.EffectiveAt
 		sc.EffectiveAt = &t
@@ -446,7 +475,7 @@ func (s State) toSidecar() sidecar {
 }
 
 func (sc sidecar) toState() State {
-	s := State{Paused: sc.Paused, Hold: sc.Hold, Pending: sc.Pending, History: sc.History}
+	s := State{Paused: sc.Paused, Approve: sc.Approve, Hold: sc.Hold, Pending: sc.Pending, History: sc.History}
 	if sc.EffectiveAt != nil {
 		s.EffectiveAt = *sc.EffectiveAt
 	}
