@@ -340,7 +340,7 @@ func (c *Config) completeTarget(t *Target) error {
 		}
 	}
 	if t.Mode == ModeRollout && t.File != "" {
-		bad("mode rollout needs a configMap target; a file target supports off and configmap")
+		bad("mode rollout needs a configMap target; a file target supports off and configmap (and approve, the approval in its state file)")
 	} else if t.Mode == ModeRollout && t.Deployment == "" {
 		bad("mode rollout needs deployment (the EPP Deployment to restart)")
 	}

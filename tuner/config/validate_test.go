@@ -44,3 +44,24 @@ func TestUnknownKeyAsWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveModeIsAMode: mode approve validates for ConfigMap and file
+// targets, and a bad mode names it among the choices.
+func TestApproveModeIsAMode(t *testing.T) {
+	for _, y := range []string{
+		"targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  mode: approve\n",
+		"targets:\n- name: a\n  file: /tmp/epp.yaml\n  selector: {vllm: 'job=\"vllm\"'}\n  mode: approve\n",
+	} {
+		c, err := load(t, y, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", y, err)
+		}
+		if m := c.Targets[0].Mode; m != ModeApprove {
+			t.Errorf("mode %q, want approve", m)
+		}
+	}
+	_, err := load(t, "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  mode: approval\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "want off, configmap, rollout or approve") {
+		t.Errorf("err = %v, want one listing approve", err)
+	}
+}

@@ -184,3 +184,43 @@ func FuzzDecodeSidecar(f *testing.F) {
 		}
 	})
 }
+
+// TestApprovalIsReadAndNeverWritten: gatetuner.dev/approve is read into
+// State.Approve (a list of hashes), kept as a person wrote it on every
+// write, carried by a file target's state file, and a joint entry's hashes
+// count as written.
+func TestApprovalIsReadAndNeverWritten(t *testing.T) {
+	ann := map[string]string{AnnotationApprove: " 3f2a9c0d1e4b5a67, 0123456789abcdef ", "other": "x"}
+	st, err := decodeAnnotations(ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Approvals(); len(got) != 2 || got[0] != "3f2a9c0d1e4b5a67" || got[1] != "0123456789abcdef" {
+		t.Errorf("approvals %q", got)
+	}
+	st.History = []Entry{{Seq: 1, Kind: KindApply, RecommendationHash: "aaaa+3f2a9c0d1e4b5a67", Status: StatusEffective}}
+	out, err := encodeAnnotations(ann, st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[AnnotationApprove] != ann[AnnotationApprove] {
+		t.Errorf("the write changed the approval: %q", out[AnnotationApprove])
+	}
+	if _, ok := st.WrittenHash("3f2a9c0d1e4b5a67"); !ok {
+		t.Errorf("a joint entry's hash does not count as written")
+	}
+	if _, ok := st.WrittenHash("3f2a"); ok {
+		t.Errorf("a prefix counts as written")
+	}
+	b, err := json.Marshal(st.toSidecar())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeSidecar(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Approve != st.Approve {
+		t.Errorf("state file round trip: approve %q, want %q", back.Approve, st.Approve)
+	}
+}
