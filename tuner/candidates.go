@@ -22,6 +22,9 @@ type Candidate struct {
 	Bar float64
 	// Current marks the settings in force.
 	Current bool
+	// TokenBar marks a candidate of the token-bar generation: it sets
+	// maxTokensInFlightPenalty (Bar tokens) and nothing else.
+	TokenBar bool
 }
 
 // CandidateSpec says which candidates to build.
@@ -36,6 +39,9 @@ type CandidateSpec struct {
 
 // CurrentBar returns the token bar of the settings in force (+Inf when off).
 func CurrentBar(s gate.Settings) float64 {
+	if s.MaxTokensInFlightPenalty > 0 && s.MaxTTFTPenaltyMs <= 0 {
+		return float64(s.MaxTokensInFlightPenalty)
+	}
 	if s.MaxTTFTPenaltyMs <= 0 {
 		return math.Inf(1)
 	}
@@ -50,6 +56,10 @@ func CurrentBar(s gate.Settings) float64 {
 func BuildCandidates(spec CandidateSpec) []Candidate {
 	cur := spec.Current.Settings(spec.Profile.MissingSignal)
 	out := []Candidate{{Candidate: shadow.Candidate{Label: "current", Params: spec.Current, Settings: cur}, Bar: CurrentBar(cur), Current: true}}
+	if TokenBarOnly(spec.Profile, cur) {
+		out[0].TokenBar = true
+		return append(out, tokenBarCandidates(spec)...)
+	}
 	anchor := CurrentBar(cur)
 	if math.IsInf(anchor, 1) || anchor <= 0 {
 		anchor = gate.DefaultMaxTTFTPenaltyMs * spec.DrainRate / 1000
@@ -96,6 +106,54 @@ func BuildCandidates(spec CandidateSpec) []Candidate {
 		}
 	}
 	return out
+}
+
+// TokenBarOnly reports whether the settings' only load gate is the token
+// bar maxTokensInFlightPenalty: a build that has the key (router-2026-05-tokens)
+// with maxTTFTPenaltyMs 0. That build's filter (plugin.go@a42e39d3d) then
+// skips the TTFT gate and does not consume latency predictions: it releases
+// iff the fewest in-flight tokens among sticky endpoints exceed the fewest
+// among the others by more than the bar (a missing load is 0 tokens) —
+// values the shadow replays exactly, whatever ttftSource says.
+func TokenBarOnly(prof gate.Profile, s gate.Settings) bool {
+	return prof.Accepts(gate.KeyMaxTokensInFlightPenalty) && s.MaxTTFTPenaltyMs <= 0
+}
+
+// tokenBarCandidates are the token bars on the geometric grid around the
+// current bar (whole tokens, each once), then the bar off
+// (maxTokensInFlightPenalty 0). Only maxTokensInFlightPenalty varies.
+func tokenBarCandidates(spec CandidateSpec) []Candidate {
+	cur := spec.Current.Settings(spec.Profile.MissingSignal)
+	anchor := CurrentBar(cur)
+	if math.IsInf(anchor, 1) || anchor <= 0 {
+		if d := spec.DrainRate; d > 0 && !math.IsInf(d, 0) && !math.IsNaN(d) {
+			anchor = gate.DefaultMaxTTFTPenaltyMs * d / 1000
+		} else {
+			return nil
+		}
+	}
+	mk := func(n int64) Candidate {
+		c, err := shadow.NewCandidate(spec.Current, spec.Profile, shadow.Override{Key: gate.KeyMaxTokensInFlightPenalty, Value: strconv.FormatInt(n, 10)})
+		if err != nil { // a formatted integer always parses
+			panic(err)
+		}
+		bar := math.Inf(1)
+		if n > 0 {
+			bar = float64(n)
+		}
+		return Candidate{Candidate: c, Bar: bar, TokenBar: true}
+	}
+	var out []Candidate
+	seen := map[int64]bool{}
+	for k := -barSpan; k <= barSpan; k++ {
+		n := int64(math.Round(anchor * math.Exp2(float64(k)/barGrid)))
+		if n < 1 || seen[n] {
+			continue
+		}
+		seen[n] = true
+		out = append(out, mk(n))
+	}
+	return append(out, mk(0))
 }
 
 // barDistance is |log(a/b)|, with +Inf bars far from finite ones.
@@ -178,4 +236,14 @@ func Choose(cands []Candidate, costs []float64) Choice {
 		ch.Best = ch.BestStatic // equal cost: keep the mode with no new key
 	}
 	return ch
+}
+
+// latencyPredictorDetail says why a latencyPredictor target is reported
+// only, and for the token-bar build what would let gatetuner tune it.
+func latencyPredictorDetail(prof gate.Profile) string {
+	d := "ttftSource is latencyPredictor: the gate compares predicted milliseconds, which gatetuner neither estimates nor writes; reported only"
+	if prof.Accepts(gate.KeyMaxTokensInFlightPenalty) {
+		d += " (with maxTTFTPenaltyMs: 0 this build gates on maxTokensInFlightPenalty alone, which gatetuner tunes)"
+	}
+	return d
 }

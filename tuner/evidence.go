@@ -57,6 +57,13 @@ func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Tar
 func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
 	ch := eppconfig.Change{Target: inst.Target(), Set: map[gate.Key]eppconfig.Value{}}
 	s := rc.Settings
+	if rc.TokenBar {
+		// The token-bar generation: only maxTokensInFlightPenalty moves.
+		if !rc.Current && (s.MaxTokensInFlightPenalty != params.MaxTokensInFlightPenalty || !params.Present.Has(gate.KeyMaxTokensInFlightPenalty)) {
+			ch.Set[gate.KeyMaxTokensInFlightPenalty] = eppconfig.Number(float64(s.MaxTokensInFlightPenalty))
+		}
+		return []eppconfig.Change{ch}
+	}
 	if s.MaxTTFTPenaltyMs != params.MaxTTFTPenaltyMs || !params.Present.Has(gate.KeyMaxTTFTPenaltyMs) {
 		ch.Set[gate.KeyMaxTTFTPenaltyMs] = eppconfig.Number(s.MaxTTFTPenaltyMs)
 	}

@@ -57,8 +57,8 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	}
 	rep.OldConfig = tr.snap.Text
 	rep.Current = viewOf(tr.cur, tr.params)
-	if tr.cur.Source == gate.SourceLatencyPredictor {
-		return nil, held(HoldUnsupportedTTFTSource, "ttftSource is latencyPredictor: the gate compares predicted milliseconds, which gatetuner neither estimates nor writes; reported only")
+	if tr.cur.Source == gate.SourceLatencyPredictor && !TokenBarOnly(tg.Profile, tr.cur) {
+		return nil, held(HoldUnsupportedTTFTSource, latencyPredictorDetail(tg.Profile))
 	}
 	est, h := t.estimate(ctx, tg, tr.params, now)
 	if h != nil {
@@ -314,6 +314,7 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 		Target: tg.Config.Name, Mode: rc.Settings.Mode.String(), MaxTTFTPenaltyMs: rc.Settings.MaxTTFTPenaltyMs,
 		PeakPrefillThroughput: rc.Settings.PeakPrefillThroughput, EffectiveBarTokens: barPtr(rc.Bar), candidate: rc,
 	}
+	rec.MaxTokensInFlightPenalty = rc.Settings.MaxTokensInFlightPenalty
 	ev := &rec.Evidence
 	ev.Source, ev.Window, ev.Estimates, ev.Throughput, ev.Step, ev.GateInput = kind, r.window, brief(est), ppt, ch.step, r.gateInput
 	ev.Candidates = len(cands)

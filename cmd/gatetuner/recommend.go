@@ -299,7 +299,7 @@ func samePatchBase(r *tuner.Report, f *eppconfig.File, changes []eppconfig.Chang
 		if err != nil {
 			return err
 		}
-		if p.TTFTSource == gate.SourceLatencyPredictor {
+		if p.TTFTSource == gate.SourceLatencyPredictor && !tuner.TokenBarOnly(prof, p.Settings(prof.MissingSignal)) {
 			return fmt.Errorf("%w: %s takes TTFT from the latency predictor; gatetuner does not tune such instances", errPatchBase, in)
 		}
 		bin, err := base.Select(r.Changes[i].Target)
@@ -332,6 +332,9 @@ func paramsDifference(a, b gate.Params, prof gate.Profile) string {
 	}
 	if prof.Accepts(gate.KeyPenaltyMode) {
 		fields = append(fields, field{gate.KeyPenaltyMode, a.PenaltyMode.String(), b.PenaltyMode.String()})
+	}
+	if prof.Accepts(gate.KeyMaxTokensInFlightPenalty) {
+		fields = append(fields, field{gate.KeyMaxTokensInFlightPenalty, strconv.FormatInt(a.MaxTokensInFlightPenalty, 10), strconv.FormatInt(b.MaxTokensInFlightPenalty, 10)})
 	}
 	for _, f := range fields {
 		if f.a != f.b {

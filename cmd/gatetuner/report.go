@@ -40,6 +40,9 @@ func writeReport(w io.Writer, r *tuner.Report) {
 	ev := rec.Evidence
 	fmt.Fprintf(&b, "  recommended  %-13s maxTTFTPenaltyMs %-9s peakPrefillThroughput %s  bar %s tokens\n",
 		rec.Mode, num(rec.MaxTTFTPenaltyMs), num(rec.PeakPrefillThroughput), bar(rec.EffectiveBarTokens))
+	if rec.MaxTokensInFlightPenalty > 0 {
+		fmt.Fprintf(&b, "  token bar    maxTokensInFlightPenalty %d (router-2026-05-tokens: the only load gate with maxTTFTPenaltyMs 0)\n", rec.MaxTokensInFlightPenalty)
+	}
 	if rec.Hash != "" {
 		fmt.Fprintf(&b, "  hash         %s (the change it would write)\n", rec.Hash)
 	}

@@ -20,6 +20,7 @@ const (
 	sampleChart      = "epp-configmap-chart-style.yaml"
 	sampleTwoGates   = "epp-config-two-gates.yaml"
 	sampleProduction = "epp-config-production-commented.yaml"
+	sampleTokenBar   = "epp-config-token-bar.yaml"
 )
 
 func readSample(t testing.TB, name string) []byte {
@@ -111,6 +112,15 @@ func TestGoldenSamples(t *testing.T) {
 			changes: []Change{{Set: map[gate.Key]Value{gate.KeyPenaltyMode: String("matchedTokens"), gate.KeyMaxTTFTPenaltyMs: Number(60000)}}},
 			removed: []string{"    maxTTFTPenaltyMs: 30000"},
 			added:   []string{"    maxTTFTPenaltyMs: 60000", "    penaltyMode: matchedTokens"},
+		},
+		{
+			name:    "token-bar build: maxTokensInFlightPenalty replaced in place, whole tokens",
+			golden:  "token-bar-replace.yaml",
+			sample:  sampleTokenBar,
+			profile: gate.ProfileRouterTokenBar,
+			changes: []Change{{Target: Target{Plugin: "prefill-affinity"}, Set: set(gate.KeyMaxTokensInFlightPenalty, Number(84090))}},
+			removed: []string{"    maxTokensInFlightPenalty: 200000"},
+			added:   []string{"    maxTokensInFlightPenalty: 84090"},
 		},
 	}
 	for _, tc := range cases {

@@ -16,7 +16,7 @@ const FilterType = "prefix-cache-affinity-filter"
 
 // OwnedKeys returns the parameter keys gatetuner writes.
 func OwnedKeys() []gate.Key {
-	return []gate.Key{gate.KeyMaxTTFTPenaltyMs, gate.KeyPeakPrefillThroughput, gate.KeyPenaltyMode}
+	return []gate.Key{gate.KeyMaxTTFTPenaltyMs, gate.KeyPeakPrefillThroughput, gate.KeyPenaltyMode, gate.KeyMaxTokensInFlightPenalty}
 }
 
 // Target selects one filter instance of a File.

@@ -144,3 +144,34 @@ func BenchmarkReplay8(b *testing.B) {
 		})
 	}
 }
+
+// TestTokenBarOverride: a candidate can set the token-bar build's
+// maxTokensInFlightPenalty (an integer, as the EPP's int64 reads it), and
+// builds without the key flag it.
+func TestTokenBarOverride(t *testing.T) {
+	prof, err := gate.LookupProfile(gate.ProfileRouterTokenBar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := gate.ParseParams([]byte(`{"maxTTFTPenaltyMs":0,"maxTokensInFlightPenalty":200000}`), prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCandidate(cur, prof, Override{gate.KeyMaxTokensInFlightPenalty, "84090"})
+	if err != nil || c.Invalid != "" || c.Settings.MaxTokensInFlightPenalty != 84090 || c.Settings.BarTokens() != 84090 || c.Label != "maxTokensInFlightPenalty=84090" {
+		t.Fatalf("candidate %+v, %v", c, err)
+	}
+	if _, err := NewCandidate(cur, prof, Override{gate.KeyMaxTokensInFlightPenalty, "1.5"}); err == nil || !strings.Contains(err.Error(), "not an integer") {
+		t.Errorf("1.5 tokens: err = %v", err)
+	}
+	if c, err := NewCandidate(cur, prof, Override{gate.KeyMaxTokensInFlightPenalty, "-1"}); err != nil || !strings.Contains(c.Invalid, "maxTokensInFlightPenalty") {
+		t.Errorf("-1 tokens: %+v %v, want rejected by the build's validation", c, err)
+	}
+	other, _ := gate.LookupProfile(gate.ProfileRouter202608)
+	if c, err := NewCandidate(gate.DefaultParams(), other, Override{gate.KeyMaxTokensInFlightPenalty, "1000"}); err != nil || !strings.Contains(c.Invalid, "does not accept") {
+		t.Errorf("router-2026-08: %+v %v, want flagged", c, err)
+	}
+	if _, err := ParseSweep([]string{"maxTokensInFlightPenalty=50000,100000"}); err != nil {
+		t.Errorf("sweep over the token bar: %v", err)
+	}
+}

@@ -39,7 +39,7 @@ type Sweep []struct {
 
 // SweepKeys are the parameters a sweep may vary.
 var sweepKeys = []gate.Key{gate.KeyMaxTTFTPenaltyMs, gate.KeyPeakPrefillThroughput, gate.KeyPenaltyMode,
-	gate.KeyAffinityThreshold, gate.KeyExplorationProbability, gate.KeyTTFTSource}
+	gate.KeyAffinityThreshold, gate.KeyExplorationProbability, gate.KeyTTFTSource, gate.KeyMaxTokensInFlightPenalty}
 
 // ParseSweep parses `key=v1,v2` specs (keys case-insensitive; a key may
 // repeat, adding values).
@@ -123,6 +123,14 @@ func applyOverride(p gate.Params, o Override) (gate.Params, error) {
 		default:
 			return p, fmt.Errorf("ttftSource must be prefillThroughput or latencyPredictor, got %q", o.Value)
 		}
+		return p, nil
+	case gate.KeyMaxTokensInFlightPenalty:
+		// An int64 in the EPP's Config (plugin.go@a42e39d3d): a token count.
+		n, err := strconv.ParseInt(o.Value, 10, 64)
+		if err != nil {
+			return p, fmt.Errorf("%s: %q is not an integer", o.Key, o.Value)
+		}
+		p.MaxTokensInFlightPenalty = n
 		return p, nil
 	}
 	f, err := strconv.ParseFloat(o.Value, 64)
