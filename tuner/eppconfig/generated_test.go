@@ -155,7 +155,7 @@ func TestGeneratedConfigsRandomEdits(t *testing.T) {
 		ch := Change{Set: map[gate.Key]Value{}}
 		back := Change{Set: map[gate.Key]Value{}}
 		u := intended{doc: in.Config.Document, dataKey: in.Config.DataKey, plugin: in.index, set: map[string]any{}}
-		current, err := in.Owned()
+		current, err := in.Owned(owned...)
 		if err != nil {
 			t.Fatal(err)
 		}

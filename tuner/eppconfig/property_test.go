@@ -52,6 +52,9 @@ func TestRandomEditsChangeOnlyWhatTheyTarget(t *testing.T) {
 				back := Change{Target: in.Target(), Set: map[gate.Key]Value{}}
 				u := intended{doc: in.Config.Document, dataKey: in.Config.DataKey, plugin: in.index, set: map[string]any{}}
 				for _, o := range owned {
+					if !prof.Accepts(o.Key) { // maxTokensInFlightPenalty: the token-bar build only
+						continue
+					}
 					if r.IntN(2) == 0 {
 						continue
 					}

@@ -10,7 +10,8 @@ type Reason string
 const (
 	// TargetError: the EPP config cannot be read, parsed or edited.
 	TargetError Reason = "target-error"
-	// UnsupportedTTFTSource: ttftSource is latencyPredictor (reported only).
+	// UnsupportedTTFTSource: ttftSource is latencyPredictor with the TTFT
+	// gate on (reported only).
 	UnsupportedTTFTSource Reason = "unsupported-ttft-source"
 	// Paused: the target carries gatetuner.dev/paused: "true".
 	Paused Reason = "paused"
