@@ -60,20 +60,21 @@ type Metrics struct {
 	PenaltyMode *prometheus.GaugeVec // {target, settings, mode}
 
 	// The loop.
-	Cycles     *prometheus.CounterVec // {target, result}
-	Holds      *prometheus.CounterVec // {target, reason}
-	HoldActive *prometheus.GaugeVec   // {target, reason}
-	// RecommendationPending is 1 for the recommendation hash that awaits
-	// an operator's approval (mode approve).
-	RecommendationPending *prometheus.GaugeVec   // {target, hash}
-	Applies               *prometheus.CounterVec // {target, result}
-	Rollbacks             *prometheus.CounterVec // {target, trigger}
-	LastCycle             *prometheus.GaugeVec   // {target}
-	LastApply             *prometheus.GaugeVec   // {target}
-	CycleDuration         *prometheus.HistogramVec
-	Leader                prometheus.Gauge
-	TargetUp              *prometheus.GaugeVec // {target}
-	StreamUp              *StreamHealth        // gatetuner_records_stream_up{target}
+	Cycles        *prometheus.CounterVec // {target, result}
+	Holds         *prometheus.CounterVec // {target, reason}
+	HoldActive    *prometheus.GaugeVec   // {target, reason}
+	Applies       *prometheus.CounterVec // {target, result}
+	Rollbacks     *prometheus.CounterVec // {target, trigger}
+	LastCycle     *prometheus.GaugeVec   // {target}
+	LastApply     *prometheus.GaugeVec   // {target}
+	CycleDuration *prometheus.HistogramVec
+	Leader        prometheus.Gauge
+	TargetUp      *prometheus.GaugeVec // {target}
+	StreamUp      *StreamHealth        // gatetuner_records_stream_up{target}
+
+	// Approval (mode approve): 1 for the recommendation hash that awaits an
+	// operator's approval.
+	RecommendationPending *prometheus.GaugeVec // {target, hash}
 
 	// Queries.
 	QueryDuration *prometheus.HistogramVec // {querier}

@@ -50,11 +50,11 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	for i, tg := range tgs {
 		starts[i] = t.now()
 		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-		reps[i], plans[i] = t.plan(ctxs[i], tg)  //nolint:contextcheck // ctxs[i] is ctx with the target's span
-		t.announceApproval(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		reps[i], plans[i] = t.plan(ctxs[i], tg) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 		if plans[i] != nil {
 			ready = append(ready, i)
 		}
+		t.announceApproval(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 	}
 	switch {
 	case len(ready) == 1 || len(ready) > 1 && joint == nil:

@@ -96,14 +96,14 @@ type Recommendation struct {
 	Confidence            float64  `json:"confidence"`
 	Evidence              Evidence `json:"evidence"`
 	HoldReason            string   `json:"holdReason,omitempty"`
+	candidate             Candidate
 	// MaxTokensInFlightPenalty is the recommended token bar of the
 	// token-bar generation (router-2026-05-tokens); absent elsewhere.
 	MaxTokensInFlightPenalty int64 `json:"maxTokensInFlightPenalty,omitempty"`
 	// Hash identifies the change the recommendation would write (stable
 	// across cycles for the same change); mode approve writes it only once
 	// gatetuner.dev/approve names it. Empty when nothing would change.
-	Hash      string `json:"hash,omitempty"`
-	candidate Candidate
+	Hash string `json:"hash,omitempty"`
 }
 
 // Evidence is what the recommendation rests on.
