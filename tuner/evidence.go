@@ -53,6 +53,30 @@ func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Tar
 		Note: fmt.Sprintf("kept the configured %.0f tok/s (%s): only maxTTFTPenaltyMs moves, which sets the token bar exactly", params.PeakPrefillThroughput, why)}
 }
 
+// chooseThroughputFor is chooseThroughput for a build with
+// peakPrefillThroughput; for one without it (the token-bar build) the rate
+// only prices the objective's queued tokens in seconds and is never
+// written: the drain-rate estimate, else the nominal estimate.
+func chooseThroughputFor(est *estimator.Estimates, params gate.Params, t config.Target, prof gate.Profile) (float64, ThroughputNote) {
+	if prof.Accepts(gate.KeyPeakPrefillThroughput) {
+		return chooseThroughput(est, params, t)
+	}
+	for _, c := range []struct {
+		r    *estimator.RateEstimate
+		name string
+	}{{&est.DrainRate, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
+		if v := c.r.Value; v != nil && *v > 0 && !math.IsInf(*v, 0) && c.r.Status != estimator.StatusInconclusive {
+			return math.Round(*v), ThroughputNote{Value: math.Round(*v),
+				Note: fmt.Sprintf("%s (%s, confidence %.2f) prices the queued tokens; build %s has no peakPrefillThroughput: only its token bar is written", c.name, c.r.Method, c.r.Confidence, prof.Name)}
+		}
+	}
+	why := "drain rate inconclusive"
+	if len(est.DrainRate.Reasons) > 0 {
+		why += " (" + source.ReasonsOf(est.DrainRate.Reasons) + ")"
+	}
+	return 0, ThroughputNote{Note: fmt.Sprintf("build %s has no peakPrefillThroughput and the %s, nominal unknown: nothing prices queued tokens in seconds for the objective", prof.Name, why)}
+}
+
 // changesFor is the edit that turns the current parameters into the candidate's.
 func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
 	ch := eppconfig.Change{Target: inst.Target(), Set: map[gate.Key]eppconfig.Value{}}

@@ -73,7 +73,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 		return nil, dataHold(h)
 	}
 	rep.Source = src.Kind()
-	drain, ppt := chooseThroughput(est, tr.params, tg.Config)
+	drain, ppt := chooseThroughputFor(est, tr.params, tg.Config, tg.Profile)
 	cands := BuildCandidates(CandidateSpec{Current: tr.params, Profile: tg.Profile, DrainRate: drain, TTFTSLOMs: tg.Config.TTFTSLOMs})
 	if drain <= 0 {
 		return nil, dataHold(held(HoldInconclusive, ppt.Note))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
@@ -113,6 +114,9 @@ func TestTokenBarTargetWritesMaxTokensInFlightPenalty(t *testing.T) {
 		t.Fatalf("result %s hold %+v", rep.Result, rep.Hold)
 	}
 	rec := rep.Recommendation
+	if th := rec.Evidence.Throughput; th.Write || !strings.Contains(th.Note, "no peakPrefillThroughput") {
+		t.Errorf("throughput %+v: this build has no peakPrefillThroughput to write", th)
+	}
 	if len(rep.Changes) != 1 || len(rep.Changes[0].Set) != 1 {
 		t.Fatalf("changes %+v, want maxTokensInFlightPenalty alone", rep.Changes)
 	}
@@ -279,4 +283,20 @@ func changedLines(a, b string) (removed, added []string) {
 		}
 	}
 	return removed, added
+}
+
+// TestTokenBarTargetWithoutARateHolds: the token-bar objective prices
+// queued tokens with the drain-rate (else nominal) estimate; with neither
+// the target holds inconclusive and says so, naming the build.
+func TestTokenBarTargetWithoutARateHolds(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tg, _ := tokenBarTarget(t, &decisions{from: now.Add(-50 * time.Minute), n: 2400}, now)
+	est := cycleEstimates(now)
+	est.DrainRate = estimator.RateEstimate{Status: estimator.StatusInconclusive}
+	est.Nominal = estimator.RateEstimate{Status: estimator.StatusInconclusive}
+	tg.Estimator = fixedEstimator{est: est}
+	rep, _ := (&Tuner{Clock: func() time.Time { return now }}).plan(context.Background(), tg)
+	if rep.Hold == nil || rep.Hold.Reason != HoldInconclusive || !strings.Contains(rep.Hold.Detail, "router-2026-05-tokens has no peakPrefillThroughput") {
+		t.Fatalf("hold %+v", rep.Hold)
+	}
 }
