@@ -227,7 +227,8 @@ func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, e
 	if err != nil {
 		return nil, err
 	}
-	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens}
+	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens,
+		SyncedEPPReplicas: ct.SyncedEPPReplicas}
 	switch {
 	case ct.PriorPPT > 0:
 		et.Prior = &estimator.Prior{Value: ct.PriorPPT, Origin: estimator.PriorConfigured, Detail: "config priorPPT"}
