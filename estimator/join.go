@@ -263,3 +263,45 @@ func (j *endpointJoin) podOf(ep string) (string, int, bool) {
 	}
 	return p, len(j.ranks[p]), true
 }
+
+// JoinReasonCodes are the reasons that say a target's series could not be
+// found or joined: the fatal join reasons and the endpoints-unjoined warning.
+func JoinReasonCodes() []ReasonCode {
+	return []ReasonCode{ReasonEndpointNamesUnmatched, ReasonEndpointsUnjoined, ReasonInFlightProducerAmbiguous,
+		ReasonInFlightProducerNotFound, ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty}
+}
+
+// JoinProblems counts, per join reason the estimate carries, what failed
+// to join: for endpoint-names-unmatched the routed (or vLLM) pods without
+// an in-flight endpoint, for endpoints-unjoined the in-flight endpoints
+// without a pod (both from Shape), 1 for the others. Reasons the estimate
+// does not carry are absent.
+func (e *Estimates) JoinProblems() map[ReasonCode]float64 {
+	out := map[ReasonCode]float64{}
+	join := map[ReasonCode]bool{}
+	for _, c := range JoinReasonCodes() {
+		join[c] = true
+	}
+	for _, r := range append(append([]Reason(nil), e.Reasons...), e.Warnings...) {
+		if join[r.Code] {
+			out[r.Code] = 1
+		}
+	}
+	if _, ok := out[ReasonEndpointNamesUnmatched]; ok {
+		for _, j := range e.Shape.Joins {
+			if j.Left == mEPPInflightTokens+"{endpoint_name}" && j.RightNames > j.Matched {
+				out[ReasonEndpointNamesUnmatched] = float64(j.RightNames - j.Matched)
+			}
+		}
+	}
+	if _, ok := out[ReasonEndpointsUnjoined]; ok {
+		n := 0
+		for _, ep := range e.Shape.Endpoints {
+			if ep.Pod == "" {
+				n++
+			}
+		}
+		out[ReasonEndpointsUnjoined] = float64(max(n, 1))
+	}
+	return out
+}
