@@ -145,6 +145,16 @@ func identity() string {
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// RESTConfig is how the daemon reaches the API server: the kubeconfig at
+// the path, else in-cluster, else the default kubeconfig loading rules.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -159,7 +169,7 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	rc.UserAgent = "gatetuner"
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }
 
 func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {

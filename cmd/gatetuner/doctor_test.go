@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/kubeharness"
+	"github.com/gatetuner/gatetuner/test/promharness"
+	"github.com/gatetuner/gatetuner/test/simenv"
+)
+
+// simulatedPrometheus runs calibration-1970 under an export shape into a
+// real Prometheus (promtool backfill) and returns its URL and the time
+// just after the run's end.
+func simulatedPrometheus(t *testing.T, sc *fleetsim.Scenario, shape string) (string, time.Time) {
+	t.Helper()
+	x, err := fleetsim.ParseExportShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-sc.Duration() - time.Hour).Truncate(time.Minute)
+	var om bytes.Buffer
+	tr, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: 1, Metrics: &om, BaseTime: base, Exporters: &x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := promharness.Start(t, promharness.Options{DataDir: promharness.Backfill(t, &om)})
+	return srv.URL(), base.Add(time.Duration(tr.End*float64(time.Second)) + 7*time.Second)
+}
+
+// A minimal PodMonitor CRD: the API server serves monitoring.coreos.com/v1
+// podmonitors as the Prometheus Operator's CRD does (schema not enforced).
+const podMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: podmonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// podMonitor is llm-d's vLLM PodMonitor shape with the given port.
+func podMonitor(ns, port string) string {
+	return fmt.Sprintf(`apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: vllm-decode, namespace: %s}
+spec:
+  selector: {matchLabels: {llm-d.ai/role: decode}}
+  podMetricsEndpoints:
+  - port: %q
+    path: /metrics
+`, ns, port)
+}
+
+// eppNamespace creates a namespace holding the EPP: its config in a
+// ConfigMap, its Deployment running image, and a vLLM PodMonitor.
+func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, monitorPort string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "epp-config", Namespace: ns},
+		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))}}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	labels := map[string]string{"app": "epp"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "epp", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "epp", Image: image}}}}}}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ApplyManifests(ctx, []byte(podMonitor(ns, monitorPort))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// doctorConfig is a daemon config with one ConfigMap target; extra lines
+// are appended to the target.
+func doctorConfig(t *testing.T, promURL, kubeconfig, ns, vllmSel, eppSel, extra string) string {
+	t.Helper()
+	return writeFile(t, t.TempDir(), "gatetuner.yaml", fmt.Sprintf(`prometheus:
+  url: %s
+  timeout: 10s
+kubernetes:
+  kubeconfig: %s
+targets:
+- name: pool
+  namespace: %s
+  configMap: epp-config
+  key: config.yaml
+  deployment: epp
+  plugin: %s
+  maxNumBatchedTokens: 2048
+  selector:
+    vllm: '%s'
+    epp: '%s'
+%s`, promURL, kubeconfig, ns, "prefill-affinity", vllmSel, eppSel, extra))
+}
+
+// TestDoctorOnARealClusterAndPrometheus runs doctor against a real API
+// server and real Prometheus servers filled by the simulator with the real
+// llm-d shapes: a healthy setup passes; each broken one fails (or warns)
+// the check that names it, under the estimator's reason, with exit 1 on a
+// failure.
+func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real Prometheus and API server")
+	}
+	sc, err := fleetsim.LoadScenario("calibration-1970")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.EPP.Plugin = "prefill-affinity"
+	healthy, at := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026)
+	rawSD, atSD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",scrape=kubernetes-sd")
+	twoProducers, atTwo := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",producers=inflight-load-producer,shadow-producer")
+	env := kubeharness.Start(t)
+	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {
+		t.Fatal(err)
+	}
+	const image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+	eppNamespace(t, env, sc, "pool-a", image, "metrics")
+	eppNamespace(t, env, sc, "pool-port", image, "8000")
+	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
+	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
+	down := "http://" + closedPort(t)
+	kc := env.Kubeconfig()
+
+	type want struct{ status, reason, detail string }
+	cases := []struct {
+		name   string
+		config string
+		at     time.Time
+		code   int
+		checks map[string]want
+	}{
+		{"a healthy llm-d-2026 setup passes", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
+			"prometheus": {statusPass, "", healthy}, "backend": {statusPass, "", "prometheus"}, "epp-config": {statusPass, "", "prefill-affinity"},
+			"profile": {statusPass, "", "router-2026-08"}, "vllm-series": {statusPass, "", "2 pods"}, "pod-label": {statusPass, "", ""},
+			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
+			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
+			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor"}}},
+		{"selectors of llm-d-router's example Prometheus (job=...) on an operator-scraped cluster fail naming where the series are",
+			doctorConfig(t, healthy, kc, "pool-a", jobs[0], jobs[1], ""), at, 1, map[string]want{
+				"vllm-series": {statusFail, "no-series", `vLLM series exist as {instance=`}}},
+		{"an EPP selector that matches nothing fails with selector-matches-nothing",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, `pod="no-such-epp"`, ""), at, 1, map[string]want{
+				"epp-series": {statusFail, "selector-matches-nothing", sc.EPP.Pod}, "vllm-series": {statusPass, "", ""}}},
+		{"a raw kubernetes_sd scrape fails with pod-label-missing", doctorConfig(t, rawSD, kc, "pool-a", jobs[0], jobs[1], ""), atSD, 1, map[string]want{
+			"pod-label": {statusFail, "pod-label-missing", ""}}},
+		{"two in-flight producers and no inFlightLoadProducerName fail with in-flight-producer-ambiguous",
+			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, ""), atTwo, 1, map[string]want{
+				"in-flight-producer": {statusFail, "in-flight-producer-ambiguous", "shadow-producer"}}},
+		{"a profile that does not match the image tag fails naming both", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n"), at, 1, map[string]want{
+			"profile": {statusFail, "profile-mismatch", "the build of profile router-2026-08, but the target's profile is penalty-mode"}}},
+		{"a PodMonitor with port \"8000\" warns that it matches no port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-number", `podMetricsEndpoints[0].port "8000" is no port name`}}},
+		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
+			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
+		{"an unreachable records stream fails naming its URL",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
+				"records": {statusFail, "", down + "/records"}}},
+		{"an unreachable Prometheus fails naming its URL", doctorConfig(t, down, kc, "pool-a", vllm, epp, ""), at, 1, map[string]want{
+			"prometheus": {statusFail, "prometheus-unavailable", down}, "series": {statusSkip, "", ""}, "epp-config": {statusPass, "", ""}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := gt(t, "", "doctor", "--config", tc.config, "--at", tc.at.UTC().Format(time.RFC3339), "-o", "json")
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q\n%s", code, tc.code, errs, out)
+			}
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("JSON: %v\n%s", err, out)
+			}
+			got := map[string]doctorCheck{}
+			for _, c := range rep.Checks {
+				got[c.Name] = c
+			}
+			for _, c := range rep.Targets[0].Checks {
+				if _, dup := got[c.Name]; !dup || c.Status == statusFail || c.Status == statusWarn {
+					got[c.Name] = c
+				}
+			}
+			for name, w := range tc.checks {
+				c, ok := got[name]
+				if !ok || c.Status != w.status || c.Reason != w.reason || !strings.Contains(c.Detail, w.detail) {
+					t.Errorf("check %s = %+v, want status %s, reason %q, detail holding %q", name, c, w.status, w.reason, w.detail)
+				}
+				if (c.Status == statusFail || c.Status == statusWarn) && c.Fix == "" {
+					t.Errorf("check %s %s without a fix", name, c.Status)
+				}
+			}
+			if tc.code == 1 && !strings.Contains(errs, "check(s) failed") {
+				t.Errorf("stderr %q does not name the failed checks", errs)
+			}
+			if t.Failed() {
+				t.Logf("report:\n%s", out)
+			}
+		})
+	}
+	t.Run("the text output is a table with the fix under a failed check", func(t *testing.T) {
+		code, out, _ := gt(t, "", "doctor", "--config", cases[5].config, "--at", at.UTC().Format(time.RFC3339))
+		if code != 1 || !strings.Contains(out, "  PASS  vllm-series") || !strings.Contains(out, "  FAIL  profile") ||
+			!strings.Contains(out, "fix: set profile: router-2026-08") || !strings.Contains(out, "result: fail") {
+			t.Fatalf("exit %d, text:\n%s", code, out)
+		}
+		t.Logf("doctor's text output:\n%s", out)
+	})
+}
