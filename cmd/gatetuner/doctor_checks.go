@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gatetuner/gatetuner/estimator/prom"
+	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -73,7 +74,7 @@ func (d *doctor) promChecks(ctx context.Context) []doctorCheck {
 	if _, _, err := d.q.Query(ctx, "vector(1)", d.at); err != nil {
 		d.promErr = err
 		return []doctorCheck{
-			{Name: "prometheus", Status: statusFail, Reason: "prometheus-" + prom.KindOf(err).String(),
+			{Name: "prometheus", Status: statusFail, Reason: "prometheus-" + exporter.QueryErrorKind(prom.KindOf(err).String()),
 				Detail: fmt.Sprintf("%s cannot be queried: %v", url, err),
 				Fix:    "check prometheus.url (or --prometheus), that this host can reach it, and its credentials (bearerTokenFile, caFile, headers)"},
 			{Name: "backend", Status: statusSkip, Detail: "Prometheus cannot be queried"},
