@@ -243,6 +243,7 @@ func estimateCheck(est *estimator.Estimates) doctorCheck {
 		covered[c] = true
 	}
 	var rest, fixes []string
+	var first estimator.ReasonCode
 	for _, r := range est.Reasons {
 		if promFailures[r.Code] {
 			return failCheck(checkEstimate, &r, "Prometheus failed a query: check its load and limits (query timeout, max samples)")
@@ -250,16 +251,27 @@ func estimateCheck(est *estimator.Estimates) doctorCheck {
 		if covered[r.Code] {
 			continue
 		}
+		if first == "" {
+			first = r.Code
+		}
 		rest = append(rest, fmt.Sprintf("%s (%s): %s", r.Code, r.Part, r.Detail))
 		if f := estimateFixes[r.Code]; f != "" && !contains(fixes, f) {
 			fixes = append(fixes, f)
 		}
 	}
+	drain := "drain rate inconclusive"
+	if v := est.DrainRate.Value; v != nil {
+		drain = fmt.Sprintf("drain rate %.0f tok/s (confidence %.2f)", *v, est.DrainRate.Confidence)
+	}
 	switch {
-	case est.Status == estimator.StatusOK && est.DrainRate.Value != nil:
-		return doctorCheck{Name: checkEstimate, Status: statusPass, Detail: fmt.Sprintf("drain rate %.0f tok/s (confidence %.2f)", *est.DrainRate.Value, est.DrainRate.Confidence)}
 	case len(rest) > 0:
-		return doctorCheck{Name: checkEstimate, Status: statusWarn, Reason: string(est.Status), Detail: strings.Join(rest, "; "), Fix: strings.Join(fixes, "; ")}
+		if len(fixes) == 0 {
+			fixes = append(fixes, "see the reason enum in docs/estimator.md")
+		}
+		return doctorCheck{Name: checkEstimate, Status: statusWarn, Reason: string(first),
+			Detail: drain + "; " + strings.Join(rest, "; "), Fix: strings.Join(fixes, "; ")}
+	case est.Status == estimator.StatusOK && est.DrainRate.Value != nil:
+		return doctorCheck{Name: checkEstimate, Status: statusPass, Detail: drain}
 	case est.Status == estimator.StatusInconclusive:
 		return doctorCheck{Name: checkEstimate, Status: statusSkip, Detail: "inconclusive for the reasons failed above"}
 	}

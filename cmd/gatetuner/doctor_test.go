@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +121,16 @@ targets:
 %s`, promURL, kubeconfig, ns, "prefill-affinity", vllmSel, eppSel, extra))
 }
 
+// withoutLine removes a line from the file at path and returns the path.
+func withoutLine(t *testing.T, path, line string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), line) {
+		t.Fatalf("%s: %v, or no line %q", path, err, line)
+	}
+	return writeFile(t, filepath.Dir(path), "edited-"+filepath.Base(path), strings.Replace(string(b), line, "", 1))
+}
+
 // TestDoctorOnARealClusterAndPrometheus runs doctor against a real API
 // server and real Prometheus servers filled by the simulator with the real
 // llm-d shapes: a healthy setup passes; each broken one fails (or warns)
@@ -179,6 +191,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"monitors": {statusWarn, "monitor-port-number", `podMetricsEndpoints[0].port "8000" is no port name`}}},
 		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
 			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
+		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
+			"estimate": {statusWarn, "max-num-batched-tokens-unknown", "drain rate"}}},
 		{"an unreachable records stream fails naming its URL",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
 				"records": {statusFail, "", down + "/records"}}},
