@@ -56,7 +56,34 @@ spec:
     storage: true
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
+
+// serviceMonitor is an EPP ServiceMonitor with the given port.
+func serviceMonitor(ns, port string) string {
+	return fmt.Sprintf(`apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: epp, namespace: %s}
+spec:
+  selector: {matchLabels: {app: epp}}
+  endpoints:
+  - port: %q
+`, ns, port)
+}
 
 // podMonitor is llm-d's vLLM PodMonitor shape with the given port.
 func podMonitor(ns, port string) string {
@@ -71,13 +98,30 @@ spec:
 `, ns, port)
 }
 
-// eppNamespace creates a namespace holding the EPP: its config in a
-// ConfigMap, its Deployment running image, and a vLLM PodMonitor.
-func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, monitorPort string) {
+// eppNamespace creates a namespace holding the EPP (its config in a
+// ConfigMap, its Deployment running image), a vLLM pod whose metrics port
+// is named podPort, a vLLM PodMonitor scraping monitorPort and, when
+// eppMonitorPort is set, an EPP ServiceMonitor scraping it.
+func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, podPort, monitorPort, eppMonitorPort string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vllm-decode-0", Namespace: ns, Labels: map[string]string{"llm-d.ai/role": "decode"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest",
+			Ports: []corev1.ContainerPort{{Name: podPort, ContainerPort: 8000}}}}}}
+	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if eppMonitorPort != "" {
+		if err := env.ApplyManifests(ctx, []byte(serviceMonitor(ns, eppMonitorPort))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "epp-config", Namespace: ns},
 		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))}}
@@ -153,8 +197,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	const image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
-	eppNamespace(t, env, sc, "pool-a", image, "metrics")
-	eppNamespace(t, env, sc, "pool-port", image, "8000")
+	eppNamespace(t, env, sc, "pool-a", image, "metrics", "metrics", "http-metrics")
+	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "9090")
+	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "")
 	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
 	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
 	down := "http://" + closedPort(t)
@@ -173,7 +218,7 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"profile": {statusPass, "", "router-2026-08"}, "vllm-series": {statusPass, "", "2 pods"}, "pod-label": {statusPass, "", ""},
 			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
 			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
-			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor"}}},
+			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"}}},
 		{"selectors of llm-d-router's example Prometheus (job=...) on an operator-scraped cluster fail naming where the series are",
 			doctorConfig(t, healthy, kc, "pool-a", jobs[0], jobs[1], ""), at, 1, map[string]want{
 				"vllm-series": {statusFail, "no-series", `vLLM series exist as {instance=`}}},
@@ -188,7 +233,11 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		{"a profile that does not match the image tag fails naming both", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n"), at, 1, map[string]want{
 			"profile": {statusFail, "profile-mismatch", "the build of profile router-2026-08, but the target's profile is penalty-mode"}}},
 		{"a PodMonitor with port \"8000\" warns that it matches no port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-number", `podMetricsEndpoints[0].port "8000" is no port name`}}},
+			"monitors": {statusWarn, "monitor-port-number", `PodMonitor pool-port/vllm-decode podMetricsEndpoints[0].port "8000" is no port name`}}},
+		{"a ServiceMonitor with port \"9090\" warns that it matches no Service port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-number", `ServiceMonitor pool-port/epp endpoints[0].port "9090" is no port name`}}},
+		{"a PodMonitor port no selected pod names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-unmatched", `none of the 1 pods it selects has a container port named "metrics" (their port names: http)`}}},
 		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
 			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
 		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
@@ -209,22 +258,20 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatalf("JSON: %v\n%s", err, out)
 			}
-			got := map[string]doctorCheck{}
-			for _, c := range rep.Checks {
-				got[c.Name] = c
-			}
-			for _, c := range rep.Targets[0].Checks {
-				if _, dup := got[c.Name]; !dup || c.Status == statusFail || c.Status == statusWarn {
-					got[c.Name] = c
+			got := map[string][]doctorCheck{}
+			for _, c := range append(append([]doctorCheck(nil), rep.Checks...), rep.Targets[0].Checks...) {
+				got[c.Name] = append(got[c.Name], c)
+				if (c.Status == statusFail || c.Status == statusWarn) && c.Fix == "" {
+					t.Errorf("check %s %s without a fix", c.Name, c.Status)
 				}
 			}
 			for name, w := range tc.checks {
-				c, ok := got[name]
-				if !ok || c.Status != w.status || c.Reason != w.reason || !strings.Contains(c.Detail, w.detail) {
-					t.Errorf("check %s = %+v, want status %s, reason %q, detail holding %q", name, c, w.status, w.reason, w.detail)
+				found := false
+				for _, c := range got[name] {
+					found = found || c.Status == w.status && c.Reason == w.reason && strings.Contains(c.Detail, w.detail)
 				}
-				if (c.Status == statusFail || c.Status == statusWarn) && c.Fix == "" {
-					t.Errorf("check %s %s without a fix", name, c.Status)
+				if !found {
+					t.Errorf("checks %s = %+v, want one with status %s, reason %q, detail holding %q", name, got[name], w.status, w.reason, w.detail)
 				}
 			}
 			if tc.code == 1 && !strings.Contains(errs, "check(s) failed") {
@@ -236,7 +283,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		})
 	}
 	t.Run("the text output is a table with the fix under a failed check", func(t *testing.T) {
-		code, out, _ := gt(t, "", "doctor", "--config", cases[5].config, "--at", at.UTC().Format(time.RFC3339))
+		mismatch := doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n")
+		code, out, _ := gt(t, "", "doctor", "--config", mismatch, "--at", at.UTC().Format(time.RFC3339))
 		if code != 1 || !strings.Contains(out, "  PASS  vllm-series") || !strings.Contains(out, "  FAIL  profile") ||
 			!strings.Contains(out, "fix: set profile: router-2026-08") || !strings.Contains(out, "result: fail") {
 			t.Fatalf("exit %d, text:\n%s", code, out)
