@@ -17,6 +17,22 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/daemon"
 )
 
+// Names of the Prometheus, config and records checks (docs/doctor.md).
+const (
+	checkPrometheus = "prometheus"
+	checkBackend    = "backend"
+	checkConfig     = "config"
+	checkEPPConfig  = "epp-config"
+	checkSeries     = "series"
+	checkRecords    = "records"
+)
+
+// doctorCheckNames are every check, in the order a report lists them
+// (docs/doctor.md has a row for each).
+var doctorCheckNames = []string{checkPrometheus, checkBackend, checkConfig, checkEPPConfig, checkProfile, checkSeries,
+	checkVLLMSeries, checkPodLabel, checkEPPSeries, checkInFlightSeries, checkProducer, checkSeriesEmpty, checkEndpointJoin,
+	checkEPPReplicas, checkEstimate, checkMonitors, checkRecords}
+
 // doctor holds what every target's checks share: the config, the
 // evaluation time, the Prometheus client and the API server clients.
 type doctor struct {
@@ -74,28 +90,28 @@ func (d *doctor) promChecks(ctx context.Context) []doctorCheck {
 	if _, _, err := d.q.Query(ctx, "vector(1)", d.at); err != nil {
 		d.promErr = err
 		return []doctorCheck{
-			{Name: "prometheus", Status: statusFail, Reason: "prometheus-" + exporter.QueryErrorKind(prom.KindOf(err).String()),
+			{Name: checkPrometheus, Status: statusFail, Reason: "prometheus-" + exporter.QueryErrorKind(prom.KindOf(err).String()),
 				Detail: fmt.Sprintf("%s cannot be queried: %v", url, err),
 				Fix:    "check prometheus.url (or --prometheus), that this host can reach it, and its credentials (bearerTokenFile, caFile, headers)"},
-			{Name: "backend", Status: statusSkip, Detail: "Prometheus cannot be queried"},
+			{Name: checkBackend, Status: statusSkip, Detail: "Prometheus cannot be queried"},
 		}
 	}
-	out := []doctorCheck{{Name: "prometheus", Status: statusPass,
+	out := []doctorCheck{{Name: checkPrometheus, Status: statusPass,
 		Detail: fmt.Sprintf("%s answered vector(1) in %s", url, time.Since(start).Round(time.Millisecond))}}
 	bi, err := d.q.DetectBackend(ctx)
 	switch {
 	case err != nil:
-		out = append(out, doctorCheck{Name: "backend", Status: statusWarn, Detail: "the backend could not be detected: " + err.Error(),
+		out = append(out, doctorCheck{Name: checkBackend, Status: statusWarn, Detail: "the backend could not be detected: " + err.Error(),
 			Fix: "the estimator is tested on Prometheus, VictoriaMetrics and Thanos (docs/estimator.md, Backends); results elsewhere are unverified"})
 	case bi.Backend == prom.BackendUnknown:
-		out = append(out, doctorCheck{Name: "backend", Status: statusWarn, Reason: string(bi.Backend), Detail: bi.Caveat() + " (" + bi.Evidence + ")",
+		out = append(out, doctorCheck{Name: checkBackend, Status: statusWarn, Reason: string(bi.Backend), Detail: bi.Caveat() + " (" + bi.Evidence + ")",
 			Fix: "query a Prometheus, VictoriaMetrics or Thanos Querier endpoint (docs/estimator.md, Backends)"})
 	default:
 		detail := strings.TrimSpace(string(bi.Backend) + " " + bi.Version + " (" + bi.Evidence + ")")
 		if c := bi.Caveat(); c != "" {
 			detail += "; caveat: " + c
 		}
-		out = append(out, doctorCheck{Name: "backend", Status: statusPass, Detail: detail})
+		out = append(out, doctorCheck{Name: checkBackend, Status: statusPass, Detail: detail})
 	}
 	return out
 }
@@ -109,7 +125,7 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 	dm, err := daemon.New(ctx, &one, daemon.Deps{Logger: quietLogger(), Querier: d.q, Kube: d.kube, ReadOnly: true,
 		Clock: func() time.Time { return d.at }})
 	if err != nil {
-		add(doctorCheck{Name: "config", Status: statusFail, Detail: err.Error(), Fix: "fix the target in the config (docs/config.md)"})
+		add(doctorCheck{Name: checkConfig, Status: statusFail, Detail: err.Error(), Fix: "fix the target in the config (docs/config.md)"})
 		return out
 	}
 	defer dm.Close()
@@ -117,7 +133,7 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 	params, eppCheck := d.eppConfigCheck(ctx, tg)
 	add(eppCheck, d.profileCheck(ctx, ct, tg.Profile))
 	if d.promErr != nil {
-		add(doctorCheck{Name: "series", Status: statusSkip, Detail: "Prometheus cannot be queried: no series checked"})
+		add(doctorCheck{Name: checkSeries, Status: statusSkip, Detail: "Prometheus cannot be queried: no series checked"})
 	} else {
 		et := tg.Est
 		if et.InFlightProducer == "" && params != nil {
@@ -125,7 +141,7 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 		}
 		est, err := tg.Estimator.Estimate(ctx, et, d.at)
 		if err != nil {
-			add(doctorCheck{Name: "series", Status: statusFail, Detail: "estimate: " + err.Error()})
+			add(doctorCheck{Name: checkSeries, Status: statusFail, Detail: "estimate: " + err.Error()})
 		} else {
 			add(d.seriesChecks(ctx, ct, est)...)
 			out.Shape = est.Shape
@@ -143,12 +159,12 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 func (d *doctor) eppConfigCheck(ctx context.Context, tg *tuner.Target) (*gate.Params, doctorCheck) {
 	snap, err := tg.Sink.Read(ctx)
 	if err != nil {
-		return nil, doctorCheck{Name: "epp-config", Status: statusFail, Detail: err.Error(),
+		return nil, doctorCheck{Name: checkEPPConfig, Status: statusFail, Detail: err.Error(),
 			Fix: "point the target at the EPP config (configMap/key or file) holding one prefix-cache-affinity-filter, name it with plugin:, and keep its parameters to the keys the profile accepts (docs/gate.md)"}
 	}
 	in := snap.Instances[0]
 	p := in.Params
-	return &p, doctorCheck{Name: "epp-config", Status: statusPass,
+	return &p, doctorCheck{Name: checkEPPConfig, Status: statusPass,
 		Detail: fmt.Sprintf("%s: plugin %s parses under profile %s (maxTTFTPenaltyMs %g, peakPrefillThroughput %g, inFlightLoadProducerName %q)",
 			snap.Source, in.Name(), tg.Profile.Name, p.MaxTTFTPenaltyMs, p.PeakPrefillThroughput, p.InFlightLoadProducerName)}
 }
@@ -159,16 +175,16 @@ func (d *doctor) recordsCheck(ctx context.Context, ct config.Target) (doctorChec
 	switch {
 	case ct.Records.File != "":
 		if err := fileReadable(ct.Records.File); err != nil {
-			return doctorCheck{Name: "records", Status: statusFail, Detail: err.Error(),
+			return doctorCheck{Name: checkRecords, Status: statusFail, Detail: err.Error(),
 				Fix: "records.file must name the gate-records file (JSON lines) the EPP writes (docs/records.md)"}, true
 		}
-		return doctorCheck{Name: "records", Status: statusPass, Detail: ct.Records.File + " is readable"}, true
+		return doctorCheck{Name: checkRecords, Status: statusPass, Detail: ct.Records.File + " is readable"}, true
 	case ct.Records.URL != "":
 		if err := streamAnswers(ctx, ct.Records.URL); err != nil {
-			return doctorCheck{Name: "records", Status: statusFail, Detail: err.Error(),
+			return doctorCheck{Name: checkRecords, Status: statusFail, Detail: err.Error(),
 				Fix: "records.url must be reachable from gatetuner and answer 200 with gate records (docs/records.md)"}, true
 		}
-		return doctorCheck{Name: "records", Status: statusPass, Detail: ct.Records.URL + " answers 200"}, true
+		return doctorCheck{Name: checkRecords, Status: statusPass, Detail: ct.Records.URL + " answers 200"}, true
 	}
 	return doctorCheck{}, false
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -291,4 +293,28 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		}
 		t.Logf("doctor's text output:\n%s", out)
 	})
+}
+
+// TestDoctorDocListsEveryCheck: docs/doctor.md has a table row for every
+// check doctor runs, and none for a check it does not.
+func TestDoctorDocListsEveryCheck(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/doctor.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(string(doc), -1)
+	var documented []string
+	for _, m := range rows {
+		documented = append(documented, m[1])
+	}
+	for _, name := range doctorCheckNames {
+		if !slices.Contains(documented, name) {
+			t.Errorf("docs/doctor.md has no row for check %s", name)
+		}
+	}
+	for _, name := range documented {
+		if !slices.Contains(doctorCheckNames, name) {
+			t.Errorf("docs/doctor.md documents %s, which is no check", name)
+		}
+	}
 }
