@@ -177,8 +177,13 @@ func (d *doctor) podPortUnmatched(ctx context.Context, where, port string, m uns
 		return doctorCheck{}, false
 	}
 	pods, err := d.kube.CoreV1().Pods(m.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: s.String()})
-	if err != nil || len(pods.Items) == 0 {
-		return doctorCheck{}, false
+	if err != nil {
+		return doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "not-checked",
+			Detail: fmt.Sprintf("%s: the pods it selects cannot be listed, so the port name was not checked against them: %v", where, err),
+			Fix:    "let gatetuner list pods in the namespace"}, true
+	}
+	if len(pods.Items) == 0 {
+		return doctorCheck{}, false // its pods are elsewhere (namespaceSelector) or not running
 	}
 	var names []string
 	for _, p := range pods.Items {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -205,6 +207,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
 	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
 	down := "http://" + closedPort(t)
+	stream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer stream.Close()
 	kc := env.Kubeconfig()
 
 	type want struct{ status, reason, detail string }
@@ -244,6 +248,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
 		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
 			"estimate": {statusWarn, "max-num-batched-tokens-unknown", "drain rate"}}},
+		{"a records stream that answers passes",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), at, 0, map[string]want{
+				"records": {statusPass, "", stream.URL + "/records answers 200"}}},
 		{"an unreachable records stream fails naming its URL",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
 				"records": {statusFail, "", down + "/records"}}},
