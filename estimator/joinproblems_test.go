@@ -47,7 +47,9 @@ func TestJoinProblemsCountWhatFailedToJoin(t *testing.T) {
 // the in-flight endpoint names (<pod>-rank-<i>) the tuner looks them up by,
 // not only under the pod.
 func TestEndpointRatesReachRankNamedEndpoints(t *testing.T) {
-	rank := func(ep, pod string, r int) estimator.EndpointJoin { return estimator.EndpointJoin{Endpoint: ep, Pod: pod, Rank: r} }
+	rank := func(ep, pod string, r int) estimator.EndpointJoin {
+		return estimator.EndpointJoin{Endpoint: ep, Pod: pod, Rank: r}
+	}
 	for _, tc := range []struct {
 		name string
 		per  []estimator.PodRate

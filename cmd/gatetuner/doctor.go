@@ -36,7 +36,7 @@ reason (docs/estimator.md); the EPP config and its filter's parameters; the EPP
 Deployment's image tag against the configured profile; PodMonitors and
 ServiceMonitors whose port cannot match; the records source when one is configured.
 Every check passes, warns or fails with the exact reason and the fix (docs/doctor.md).
-The checks: `+strings.Join(doctorCheckNames, ", ")+`.
+The checks: ` + strings.Join(doctorCheckNames, ", ") + `.
 
 Exit codes (docs/cli.md): 0 every check passed or warned, 1 a check failed
 (Prometheus unreachable included), 2 a usage or configuration error.`,
