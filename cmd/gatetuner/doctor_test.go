@@ -196,6 +196,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	healthy, at := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026)
 	rawSD, atSD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",scrape=kubernetes-sd")
 	twoProducers, atTwo := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",producers=inflight-load-producer,shadow-producer")
+	dp := sc.Clone()
+	dp.Pods.Count /= 2 // two ranks per pod: as many engines, as saturated
+	dpRanks, atDP := simulatedPrometheus(t, dp, fleetsim.ShapeLLMD2026+",dpRanks=2")
 	env := kubeharness.Start(t)
 	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {
 		t.Fatal(err)
@@ -225,6 +228,10 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
 			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
 			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"}}},
+		{"data parallelism across ports is inferred and joins (two rank endpoints per pod, only port 8000 scraped)",
+			doctorConfig(t, dpRanks, kc, "pool-a", vllm, epp, ""), atDP, 0, map[string]want{
+				"endpoint-join": {statusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},
+				"vllm-series":   {statusPass, "", "1 pods"}, "estimate": {statusPass, "", "drain rate"}}},
 		{"selectors of llm-d-router's example Prometheus (job=...) on an operator-scraped cluster fail naming where the series are",
 			doctorConfig(t, healthy, kc, "pool-a", jobs[0], jobs[1], ""), at, 1, map[string]want{
 				"vllm-series": {statusFail, "no-series", `vLLM series exist as {instance=`}}},
