@@ -68,9 +68,25 @@ func (d *doctor) seriesChecks(ctx context.Context, ct config.Target, est *estima
 		epp.Detail += "; in-flight series labelled " + l
 	}
 	out = append(out, epp)
-	out = append(out, inFlightChecks(est)...)
+	inflight := inFlightChecks(est)
+	if ct.DecisionSource == config.SourceRecords {
+		modelOnly(inflight)
+	}
+	out = append(out, inflight...)
 	out = append(out, replicasCheck(ct, est), estimateCheck(est))
 	return out
+}
+
+// modelOnly turns the in-flight checks' failures into warnings: with
+// decisionSource records the Prometheus model, the only reader of the
+// in-flight series, does not run, so they do not stop tuning.
+func modelOnly(cs []doctorCheck) {
+	for i := range cs {
+		if cs[i].Status == statusFail {
+			cs[i].Status = statusWarn
+			cs[i].Detail = "decisionSource is records, so only the Prometheus model would need these series: " + cs[i].Detail
+		}
+	}
 }
 
 // vllmSeriesCheck: the vLLM selector finds series, fresh ones.

@@ -258,6 +258,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		{"a records stream that answers passes",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), at, 0, map[string]want{
 				"records": {statusPass, "", stream.URL + "/records answers 200"}}},
+		{"with decisionSource records an in-flight failure only warns (the Prometheus model does not run)",
+			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), atTwo, 0, map[string]want{
+				"in-flight-producer": {statusWarn, "in-flight-producer-ambiguous", "decisionSource is records"}}},
 		{"an unreachable records stream fails naming its URL",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
 				"records": {statusFail, "", down + "/records"}}},
