@@ -133,8 +133,8 @@ func (d *doctor) monitorChecks(ctx context.Context, ct config.Target) []doctorCh
 }
 
 // monitorPorts checks one monitor's endpoints: a port that is no valid
-// port name (a number) matches nothing; a PodMonitor's named port must be
-// a container port of some pod it selects.
+// port name (a number) matches nothing; a named port must be a port of
+// some pod (PodMonitor) or Service (ServiceMonitor) it selects.
 func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstructured.Unstructured) []doctorCheck {
 	eps, _, _ := unstructured.NestedSlice(m.Object, "spec", field)
 	var out []doctorCheck
@@ -155,18 +155,17 @@ func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstruc
 				Fix:    "name the port (e.g. ports: [{name: metrics, containerPort: " + port + "}]) and set port: metrics, or use targetPort: " + port + " (deprecated, matched against the port number)"})
 			continue
 		}
-		if kind == "PodMonitor" {
-			if c, bad := d.podPortUnmatched(ctx, where, port, m); bad {
-				out = append(out, c)
-			}
+		if c, bad := d.portUnmatched(ctx, kind, where, port, m); bad {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// podPortUnmatched reports a PodMonitor port no container port of the
-// pods it selects (in its namespace) is named.
-func (d *doctor) podPortUnmatched(ctx context.Context, where, port string, m unstructured.Unstructured) (doctorCheck, bool) {
+// portUnmatched reports a monitor port that no port of the objects it
+// selects in its namespace is named: a PodMonitor's the pods' container
+// ports, a ServiceMonitor's the Services' ports.
+func (d *doctor) portUnmatched(ctx context.Context, kind, where, port string, m unstructured.Unstructured) (doctorCheck, bool) {
 	sel, _, _ := unstructured.NestedMap(m.Object, "spec", "selector")
 	var ls metav1.LabelSelector
 	if err := convertMap(sel, &ls); err != nil {
@@ -176,31 +175,61 @@ func (d *doctor) podPortUnmatched(ctx context.Context, where, port string, m uns
 	if err != nil {
 		return doctorCheck{}, false
 	}
-	pods, err := d.kube.CoreV1().Pods(m.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: s.String()})
+	objects, n, names, err := d.portNames(ctx, kind, m.GetNamespace(), s.String())
 	if err != nil {
 		return doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "not-checked",
-			Detail: fmt.Sprintf("%s: the pods it selects cannot be listed, so the port name was not checked against them: %v", where, err),
-			Fix:    "let gatetuner list pods in the namespace"}, true
+			Detail: fmt.Sprintf("%s: the %s it selects cannot be listed, so the port name was not checked against them: %v", where, objects, err),
+			Fix:    "let gatetuner list " + objects + " in the namespace"}, true
 	}
-	if len(pods.Items) == 0 {
-		return doctorCheck{}, false // its pods are elsewhere (namespaceSelector) or not running
+	if n == 0 || contains(names, port) {
+		return doctorCheck{}, false // nothing selected here (namespaceSelector, not running), or matched
 	}
-	var names []string
-	for _, p := range pods.Items {
-		for _, c := range p.Spec.Containers {
-			for _, cp := range c.Ports {
-				if cp.Name == port {
-					return doctorCheck{}, false
-				}
-				if cp.Name != "" && !contains(names, cp.Name) {
-					names = append(names, cp.Name)
-				}
-			}
+	var named []string
+	for _, n := range names {
+		if n != "" {
+			named = append(named, n)
 		}
 	}
 	return doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "monitor-port-unmatched",
-		Detail: fmt.Sprintf("%s: none of the %d pods it selects has a container port named %q (their port names: %s), so it scrapes nothing", where, len(pods.Items), port, orUnknown(strings.Join(names, ", "))),
-		Fix:    "set port: to the name of the vLLM container's metrics port"}, true
+		Detail: fmt.Sprintf("%s: none of the %d %s it selects has a port named %q (their port names: %s), so it scrapes nothing", where, n, objects, port, orUnknown(strings.Join(named, ", "))),
+		Fix:    "set port: to the name of the metrics port of the " + objects + " it selects"}, true
+}
+
+// portNames lists the port names ("" for an unnamed port) of the pods'
+// containers (PodMonitor) or the Services (ServiceMonitor) the selector
+// selects in ns, and how many objects it selects.
+func (d *doctor) portNames(ctx context.Context, kind, ns, selector string) (string, int, []string, error) {
+	var names []string
+	add := func(n string) {
+		if !contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	opts := metav1.ListOptions{LabelSelector: selector}
+	if kind == "ServiceMonitor" {
+		svcs, err := d.kube.CoreV1().Services(ns).List(ctx, opts)
+		if err != nil {
+			return "services", 0, nil, err
+		}
+		for _, sv := range svcs.Items {
+			for _, p := range sv.Spec.Ports {
+				add(p.Name)
+			}
+		}
+		return "services", len(svcs.Items), names, nil
+	}
+	pods, err := d.kube.CoreV1().Pods(ns).List(ctx, opts)
+	if err != nil {
+		return "pods", 0, nil, err
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				add(cp.Name)
+			}
+		}
+	}
+	return "pods", len(pods.Items), names, nil
 }
 
 // convertMap decodes an unstructured map into a typed object.

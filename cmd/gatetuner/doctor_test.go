@@ -104,9 +104,10 @@ spec:
 
 // eppNamespace creates a namespace holding the EPP (its config in a
 // ConfigMap, its Deployment running image), a vLLM pod whose metrics port
-// is named podPort, a vLLM PodMonitor scraping monitorPort and, when
-// eppMonitorPort is set, an EPP ServiceMonitor scraping it.
-func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, podPort, monitorPort, eppMonitorPort string) {
+// is named podPort, a vLLM PodMonitor scraping monitorPort, an EPP Service
+// whose metrics port is named svcPort and an EPP ServiceMonitor scraping
+// eppMonitorPort.
+func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, podPort, monitorPort, svcPort, eppMonitorPort string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.CreateNamespace(ctx, ns); err != nil {
@@ -122,10 +123,13 @@ func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns,
 	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if eppMonitorPort != "" {
-		if err := env.ApplyManifests(ctx, []byte(serviceMonitor(ns, eppMonitorPort))); err != nil {
-			t.Fatal(err)
-		}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "epp", Namespace: ns, Labels: map[string]string{"app": "epp"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "epp"}, Ports: []corev1.ServicePort{{Name: svcPort, Port: 9090}}}}
+	if _, err := env.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ApplyManifests(ctx, []byte(serviceMonitor(ns, eppMonitorPort))); err != nil {
+		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "epp-config", Namespace: ns},
 		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))}}
@@ -204,9 +208,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	const image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
-	eppNamespace(t, env, sc, "pool-a", image, "metrics", "metrics", "http-metrics")
-	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "9090")
-	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "")
+	eppNamespace(t, env, sc, "pool-a", image, "metrics", "metrics", "http-metrics", "http-metrics")
+	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "http-metrics", "9090")
+	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "metrics", "http-metrics")
 	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
 	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
 	down := "http://" + closedPort(t)
@@ -250,7 +254,9 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		{"a ServiceMonitor with port \"9090\" warns that it matches no Service port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
 			"monitors": {statusWarn, "monitor-port-number", `ServiceMonitor pool-port/epp endpoints[0].port "9090" is no port name`}}},
 		{"a PodMonitor port no selected pod names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-unmatched", `none of the 1 pods it selects has a container port named "metrics" (their port names: http)`}}},
+			"monitors": {statusWarn, "monitor-port-unmatched", `PodMonitor pool-named/vllm-decode podMetricsEndpoints[0].port "metrics": none of the 1 pods it selects has a port named "metrics" (their port names: http)`}}},
+		{"a ServiceMonitor port no selected Service names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-unmatched", `ServiceMonitor pool-named/epp endpoints[0].port "http-metrics": none of the 1 services it selects has a port named "http-metrics" (their port names: metrics)`}}},
 		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
 			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
 		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
