@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -262,4 +263,95 @@ func (j *endpointJoin) podOf(ep string) (string, int, bool) {
 		return ep, 1, !j.known
 	}
 	return p, len(j.ranks[p]), true
+}
+
+// JoinReasonCodes are the reasons that say a target's series could not be
+// found or joined: the fatal join reasons and the endpoints-unjoined warning.
+func JoinReasonCodes() []ReasonCode {
+	return []ReasonCode{ReasonEndpointNamesUnmatched, ReasonEndpointsUnjoined, ReasonInFlightProducerAmbiguous,
+		ReasonInFlightProducerNotFound, ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty}
+}
+
+// JoinProblems counts, per join reason the estimate carries, what failed
+// to join: for endpoint-names-unmatched the routed (or vLLM) pods without
+// an in-flight endpoint, for endpoints-unjoined the in-flight endpoints
+// without a pod (both from Shape), 1 for the others. Reasons the estimate
+// does not carry are absent.
+func (e *Estimates) JoinProblems() map[ReasonCode]float64 {
+	out := map[ReasonCode]float64{}
+	join := map[ReasonCode]bool{}
+	for _, c := range JoinReasonCodes() {
+		join[c] = true
+	}
+	for _, r := range append(append([]Reason(nil), e.Reasons...), e.Warnings...) {
+		if join[r.Code] {
+			out[r.Code] = 1
+		}
+	}
+	if _, ok := out[ReasonEndpointNamesUnmatched]; ok {
+		for _, j := range e.Shape.Joins {
+			if j.Left == mEPPInflightTokens+"{endpoint_name}" && j.RightNames > j.Matched {
+				out[ReasonEndpointNamesUnmatched] = float64(j.RightNames - j.Matched)
+			}
+		}
+	}
+	if _, ok := out[ReasonEndpointsUnjoined]; ok {
+		n := 0
+		for _, ep := range e.Shape.Endpoints {
+			if ep.Pod == "" {
+				n++
+			}
+		}
+		out[ReasonEndpointsUnjoined] = float64(max(n, 1))
+	}
+	return out
+}
+
+// EndpointRates maps the names a per-endpoint rate is looked up by to r's
+// per-pod rates (positive, finite): each unit's own name (the pod, or
+// pod@instance when every rank of a pod is scraped) and every in-flight
+// endpoint joined to the pod (Shape.Endpoints, named <pod>-rank-<i>). A pod
+// measured as one unit gives its rate to each of its rank endpoints (each
+// rank is one engine behind one port, and only the scraped one is
+// measured); a pod measured per port gives its units, ordered by port, to
+// its ranks in order.
+func (e *Estimates) EndpointRates(r *RateEstimate) map[string]float64 {
+	out := map[string]float64{}
+	units := map[string][]PodRate{} // pod → its units, by port
+	for _, p := range r.PerPod {
+		if !(p.Value > 0) || math.IsInf(p.Value, 0) {
+			continue
+		}
+		out[p.Pod] = p.Value
+		pod, _, _ := strings.Cut(p.Pod, "@")
+		units[pod] = append(units[pod], p)
+	}
+	for pod, us := range units {
+		sort.Slice(us, func(a, b int) bool { return unitPort(us[a].Pod) < unitPort(us[b].Pod) })
+		units[pod] = us
+	}
+	for _, ep := range e.Shape.Endpoints {
+		us := units[ep.Pod]
+		if _, own := out[ep.Endpoint]; own || len(us) == 0 {
+			continue
+		}
+		switch {
+		case len(us) == 1:
+			out[ep.Endpoint] = us[0].Value
+		case ep.Rank >= 0 && ep.Rank < len(us):
+			out[ep.Endpoint] = us[ep.Rank].Value
+		}
+	}
+	return out
+}
+
+// unitPort is the port of a pod@host:port unit name (0 without one).
+func unitPort(unit string) int {
+	_, inst, ok := strings.Cut(unit, "@")
+	if !ok {
+		return 0
+	}
+	i := strings.LastIndex(inst, ":")
+	p, _ := strconv.Atoi(inst[i+1:])
+	return p
 }

@@ -37,6 +37,7 @@ func filled(t *testing.T) *Metrics {
 		g.WithLabelValues(tg).Set(1)
 	}
 	m.EstimateReason.WithLabelValues(tg, "few-saturated-windows").Set(1)
+	m.JoinProblems.WithLabelValues(tg, "endpoint-names-unmatched").Set(4)
 	for _, s := range []string{"p50", "p90", "p99", "mean"} {
 		m.PromptTokens.WithLabelValues(tg, s).Set(5200)
 		m.CachedTokens.WithLabelValues(tg, s).Set(2600)

@@ -36,6 +36,7 @@ type Metrics struct {
 	EstimateConfidence *prometheus.GaugeVec // {target}
 	EstimateConclusive *prometheus.GaugeVec // {target}
 	EstimateReason     *prometheus.GaugeVec // {target, reason}
+	JoinProblems       *prometheus.GaugeVec // {target, reason}
 	PromptTokens       *prometheus.GaugeVec // {target, statistic}
 	CachedTokens       *prometheus.GaugeVec // {target, statistic}
 	RequestRate        *prometheus.GaugeVec // {target}
@@ -105,6 +106,7 @@ func New(version, commit string) *Metrics {
 	m.EstimateConfidence = g("estimate_confidence", "Confidence in [0,1] of the drain-rate estimate (docs/estimator.md).", "target")
 	m.EstimateConclusive = g("estimate_conclusive", "1 when the target's estimate is conclusive, 0 when Inconclusive.", "target")
 	m.EstimateReason = g("estimate_inconclusive", "1 for each reason the target's estimate is Inconclusive.", "target", "reason")
+	m.JoinProblems = g("estimator_join_problems", "Names that failed to join or be found, per join reason of the target's last estimate (docs/estimator.md, \"Joins\"); absent when none.", "target", "reason")
 	m.PromptTokens = g("prompt_tokens", "Prompt-length statistics estimated from vLLM histograms (statistic p50, p90, p99, mean).", "target", StatisticLabel)
 	m.CachedTokens = g("cached_tokens", "Cached-prefix statistics estimated from histograms (statistic p50, p90, p99, mean).", "target", StatisticLabel)
 	m.RequestRate = g("request_rate", "Requests per second over the lookback.", "target")

@@ -133,6 +133,10 @@ func (t *Tuner) recordEstimates(tg string, e *estimator.Estimates) {
 	for _, r := range e.Reasons {
 		m.EstimateReason.WithLabelValues(tg, string(r.Code)).Set(1)
 	}
+	m.JoinProblems.DeletePartialMatch(map[string]string{"target": tg})
+	for code, n := range e.JoinProblems() {
+		m.JoinProblems.WithLabelValues(tg, string(code)).Set(n)
+	}
 	for q, v := range map[string]*float64{"p50": e.Prompt.P50, "p90": e.Prompt.P90, "p99": e.Prompt.P99, "mean": e.Prompt.Mean} {
 		setOrDelete(m.PromptTokens.WithLabelValues(tg, q), v, func() { m.PromptTokens.DeleteLabelValues(tg, q) })
 	}

@@ -167,21 +167,12 @@ func consistency(fb *shadow.Feedback, rec int) float64 {
 // else the nominal estimate, else the configured peakPrefillThroughput; and
 // which one it used.
 func feedbackRates(est *estimator.Estimates, params gate.Params) (float64, map[string]float64, string) {
-	perPod := func(r *estimator.RateEstimate) map[string]float64 {
-		m := map[string]float64{}
-		for _, p := range r.PerPod {
-			if p.Value > 0 && !math.IsInf(p.Value, 0) {
-				m[p.Pod] = p.Value
-			}
-		}
-		return m
-	}
 	for _, c := range []struct {
 		r    *estimator.RateEstimate
 		name string
 	}{{&est.DrainRate, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
 		if c.r.Value != nil && *c.r.Value > 0 && !math.IsInf(*c.r.Value, 0) && c.r.Status != estimator.StatusInconclusive {
-			return *c.r.Value, perPod(c.r), c.name
+			return *c.r.Value, est.EndpointRates(c.r), c.name // keyed by pod and by in-flight endpoint name
 		}
 	}
 	return params.PeakPrefillThroughput, nil, "configured peakPrefillThroughput"

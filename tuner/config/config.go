@@ -177,7 +177,11 @@ type Target struct {
 	PriorPPT            float64  `mapstructure:"priorPPT"`
 	CalibrationFile     string   `mapstructure:"calibrationFile"`
 	Selector            Selector `mapstructure:"selector"`
-	Records             Records  `mapstructure:"records"`
+	// SyncedEPPReplicas: the EPP replicas sync in-flight load across
+	// replicas (each gauge holds its own share, the gate sees the sum), so
+	// the estimator adds their in-flight gauges up. Metrics cannot tell.
+	SyncedEPPReplicas bool    `mapstructure:"syncedEPPReplicas"`
+	Records           Records `mapstructure:"records"`
 	// AllowCalibrationOverride lets the tuner write peakPrefillThroughput over a calibrated value.
 	AllowCalibrationOverride bool `mapstructure:"allowCalibrationOverride"`
 	Policy                   `mapstructure:",squash"`

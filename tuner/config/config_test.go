@@ -69,6 +69,18 @@ func TestEnvironmentOverridesScalars(t *testing.T) {
 	}
 }
 
+// TestSyncedEPPReplicasIsATargetKey: the setting is read per target and
+// defaults to false (metrics cannot tell synced replicas apart).
+func TestSyncedEPPReplicasIsATargetKey(t *testing.T) {
+	c, err := load(t, "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  syncedEPPReplicas: true\n- name: b\n  namespace: llm-d\n  configMap: epp2\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Targets[0].SyncedEPPReplicas || c.Targets[1].SyncedEPPReplicas {
+		t.Fatalf("syncedEPPReplicas = %v, %v; want true, false", c.Targets[0].SyncedEPPReplicas, c.Targets[1].SyncedEPPReplicas)
+	}
+}
+
 func TestRejects(t *testing.T) {
 	tgt := "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n"
 	tests := []struct{ name, yaml, want string }{
@@ -86,6 +98,7 @@ func TestRejects(t *testing.T) {
 		{"records without a source", tgt + "  decisionSource: records\n", "records.file"},
 		{"short lookback", tgt + "  lookback: 1m\n", "lookback"},
 		{"bad custom profile", "profiles:\n- name: p\n  keys: [base, nope]\n" + tgt, "nope"},
+		{"syncedEPPReplicas not a bool", tgt + "  syncedEPPReplicas: maybe\n", "syncedEPPReplicas"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

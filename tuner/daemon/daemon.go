@@ -145,6 +145,16 @@ func identity() string {
 }
 
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// RESTConfig is how the daemon reaches the API server: the kubeconfig at
+// the path, else in-cluster, else the default kubeconfig loading rules.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -159,7 +169,7 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	rc.UserAgent = "gatetuner"
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }
 
 func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
@@ -227,7 +237,8 @@ func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, e
 	if err != nil {
 		return nil, err
 	}
-	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens}
+	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens,
+		SyncedEPPReplicas: ct.SyncedEPPReplicas}
 	switch {
 	case ct.PriorPPT > 0:
 		et.Prior = &estimator.Prior{Value: ct.PriorPPT, Origin: estimator.PriorConfigured, Detail: "config priorPPT"}

@@ -99,3 +99,31 @@ func TestScheduleKeepsGoingPastABrokenTarget(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestSyncedEPPReplicasReachesTheEstimatorTarget: the config key is what
+// the estimator adds replicas up by.
+func TestSyncedEPPReplicasReachesTheEstimatorTarget(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "epp.yaml")
+	if err := os.WriteFile(file, []byte(eppText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	mk := func(name string, synced bool) config.Target {
+		return config.Target{Name: name, File: file, Plugin: "prefix-cache-affinity-filter", SyncedEPPReplicas: synced,
+			Selector: config.Selector{VLLM: `namespace="x"`, EPP: `namespace="x"`}, Policy: config.DefaultPolicy()}
+	}
+	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{mk("synced", true), mk("own", false)}}
+	d, err := New(context.Background(), cfg, Deps{Querier: emb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := []bool{d.Targets()[0].Est.SyncedEPPReplicas, d.Targets()[1].Est.SyncedEPPReplicas}; !got[0] || got[1] {
+		t.Fatalf("estimator targets' SyncedEPPReplicas = %v, want [true false]", got)
+	}
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/kubeharness"
+	"github.com/gatetuner/gatetuner/test/promharness"
+	"github.com/gatetuner/gatetuner/test/simenv"
+)
+
+// simulatedPrometheus runs calibration-1970 under an export shape into a
+// real Prometheus (promtool backfill) and returns its URL and the time
+// just after the run's end.
+func simulatedPrometheus(t *testing.T, sc *fleetsim.Scenario, shape string) (string, time.Time) {
+	t.Helper()
+	x, err := fleetsim.ParseExportShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-sc.Duration() - time.Hour).Truncate(time.Minute)
+	var om bytes.Buffer
+	tr, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: 1, Metrics: &om, BaseTime: base, Exporters: &x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := promharness.Start(t, promharness.Options{DataDir: promharness.Backfill(t, &om)})
+	return srv.URL(), base.Add(time.Duration(tr.End*float64(time.Second)) + 7*time.Second)
+}
+
+// A minimal PodMonitor CRD: the API server serves monitoring.coreos.com/v1
+// podmonitors as the Prometheus Operator's CRD does (schema not enforced).
+const podMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: podmonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// serviceMonitor is an EPP ServiceMonitor with the given port.
+func serviceMonitor(ns, port string) string {
+	return fmt.Sprintf(`apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: epp, namespace: %s}
+spec:
+  selector: {matchLabels: {app: epp}}
+  endpoints:
+  - port: %q
+`, ns, port)
+}
+
+// podMonitor is llm-d's vLLM PodMonitor shape with the given port.
+func podMonitor(ns, port string) string {
+	return fmt.Sprintf(`apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: vllm-decode, namespace: %s}
+spec:
+  selector: {matchLabels: {llm-d.ai/role: decode}}
+  podMetricsEndpoints:
+  - port: %q
+    path: /metrics
+`, ns, port)
+}
+
+// eppNamespace creates a namespace holding the EPP (its config in a
+// ConfigMap, its Deployment running image), a vLLM pod whose metrics port
+// is named podPort, a vLLM PodMonitor scraping monitorPort, an EPP Service
+// whose metrics port is named svcPort and an EPP ServiceMonitor scraping
+// eppMonitorPort.
+func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, podPort, monitorPort, svcPort, eppMonitorPort string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vllm-decode-0", Namespace: ns, Labels: map[string]string{"llm-d.ai/role": "decode"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest",
+			Ports: []corev1.ContainerPort{{Name: podPort, ContainerPort: 8000}}}}}}
+	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "epp", Namespace: ns, Labels: map[string]string{"app": "epp"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "epp"}, Ports: []corev1.ServicePort{{Name: svcPort, Port: 9090}}}}
+	if _, err := env.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ApplyManifests(ctx, []byte(serviceMonitor(ns, eppMonitorPort))); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "epp-config", Namespace: ns},
+		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))}}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	labels := map[string]string{"app": "epp"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "epp", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "epp", Image: image}}}}}}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ApplyManifests(ctx, []byte(podMonitor(ns, monitorPort))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// doctorConfig is a daemon config with one ConfigMap target; extra lines
+// are appended to the target.
+func doctorConfig(t *testing.T, promURL, kubeconfig, ns, vllmSel, eppSel, extra string) string {
+	t.Helper()
+	return writeFile(t, t.TempDir(), "gatetuner.yaml", fmt.Sprintf(`prometheus:
+  url: %s
+  timeout: 10s
+kubernetes:
+  kubeconfig: %s
+targets:
+- name: pool
+  namespace: %s
+  configMap: epp-config
+  key: config.yaml
+  deployment: epp
+  plugin: %s
+  maxNumBatchedTokens: 2048
+  selector:
+    vllm: '%s'
+    epp: '%s'
+%s`, promURL, kubeconfig, ns, "prefill-affinity", vllmSel, eppSel, extra))
+}
+
+// withoutLine removes a line from the file at path and returns the path.
+func withoutLine(t *testing.T, path, line string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), line) {
+		t.Fatalf("%s: %v, or no line %q", path, err, line)
+	}
+	return writeFile(t, filepath.Dir(path), "edited-"+filepath.Base(path), strings.Replace(string(b), line, "", 1))
+}
+
+// TestDoctorOnARealClusterAndPrometheus runs doctor against a real API
+// server and real Prometheus servers filled by the simulator with the real
+// llm-d shapes: a healthy setup passes; each broken one fails (or warns)
+// the check that names it, under the estimator's reason, with exit 1 on a
+// failure.
+func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real Prometheus and API server")
+	}
+	sc, err := fleetsim.LoadScenario("calibration-1970")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.EPP.Plugin = "prefill-affinity"
+	healthy, at := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026)
+	rawSD, atSD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",scrape=kubernetes-sd")
+	twoProducers, atTwo := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",producers=inflight-load-producer,shadow-producer")
+	dp := sc.Clone()
+	dp.Pods.Count /= 2 // two ranks per pod: as many engines, as saturated
+	dpRanks, atDP := simulatedPrometheus(t, dp, fleetsim.ShapeLLMD2026+",dpRanks=2")
+	env := kubeharness.Start(t)
+	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {
+		t.Fatal(err)
+	}
+	const image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
+	eppNamespace(t, env, sc, "pool-a", image, "metrics", "metrics", "http-metrics", "http-metrics")
+	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "http-metrics", "9090")
+	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "metrics", "http-metrics")
+	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
+	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
+	down := "http://" + closedPort(t)
+	stream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer stream.Close()
+	kc := env.Kubeconfig()
+
+	type want struct{ status, reason, detail string }
+	cases := []struct {
+		name   string
+		config string
+		at     time.Time
+		code   int
+		checks map[string]want
+	}{
+		{"a healthy llm-d-2026 setup passes", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
+			"prometheus": {statusPass, "", healthy}, "backend": {statusPass, "", "prometheus"}, "epp-config": {statusPass, "", "prefill-affinity"},
+			"profile": {statusPass, "", "router-2026-08"}, "vllm-series": {statusPass, "", "2 pods"}, "pod-label": {statusPass, "", ""},
+			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
+			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
+			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"}}},
+		{"data parallelism across ports is inferred and joins (two rank endpoints per pod, only port 8000 scraped)",
+			doctorConfig(t, dpRanks, kc, "pool-a", vllm, epp, ""), atDP, 0, map[string]want{
+				"endpoint-join": {statusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},
+				"vllm-series":   {statusPass, "", "1 pods"}, "estimate": {statusPass, "", "drain rate"}}},
+		{"selectors of llm-d-router's example Prometheus (job=...) on an operator-scraped cluster fail naming where the series are",
+			doctorConfig(t, healthy, kc, "pool-a", jobs[0], jobs[1], ""), at, 1, map[string]want{
+				"vllm-series": {statusFail, "no-series", `vLLM series exist as {instance=`}}},
+		{"an EPP selector that matches nothing fails with selector-matches-nothing",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, `pod="no-such-epp"`, ""), at, 1, map[string]want{
+				"epp-series": {statusFail, "selector-matches-nothing", sc.EPP.Pod}, "vllm-series": {statusPass, "", ""}}},
+		{"a raw kubernetes_sd scrape fails with pod-label-missing", doctorConfig(t, rawSD, kc, "pool-a", jobs[0], jobs[1], ""), atSD, 1, map[string]want{
+			"pod-label": {statusFail, "pod-label-missing", ""}}},
+		{"two in-flight producers and no inFlightLoadProducerName fail with in-flight-producer-ambiguous",
+			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, ""), atTwo, 1, map[string]want{
+				"in-flight-producer": {statusFail, "in-flight-producer-ambiguous", "shadow-producer"}}},
+		{"a profile that does not match the image tag fails naming both", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n"), at, 1, map[string]want{
+			"profile": {statusFail, "profile-mismatch", "the build of profile router-2026-08, but the target's profile is penalty-mode"}}},
+		{"a PodMonitor with port \"8000\" warns that it matches no port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-number", `PodMonitor pool-port/vllm-decode podMetricsEndpoints[0].port "8000" is no port name`}}},
+		{"a ServiceMonitor with port \"9090\" warns that it matches no Service port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-number", `ServiceMonitor pool-port/epp endpoints[0].port "9090" is no port name`}}},
+		{"a PodMonitor port no selected pod names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-unmatched", `PodMonitor pool-named/vllm-decode podMetricsEndpoints[0].port "metrics": none of the 1 pods it selects has a port named "metrics" (their port names: http)`}}},
+		{"a ServiceMonitor port no selected Service names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
+			"monitors": {statusWarn, "monitor-port-unmatched", `ServiceMonitor pool-named/epp endpoints[0].port "http-metrics": none of the 1 services it selects has a port named "http-metrics" (their port names: metrics)`}}},
+		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
+			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
+		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
+			"estimate": {statusWarn, "max-num-batched-tokens-unknown", "drain rate"}}},
+		{"a records stream that answers passes",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), at, 0, map[string]want{
+				"records": {statusPass, "", stream.URL + "/records answers 200"}}},
+		{"with decisionSource records an in-flight failure only warns (the Prometheus model does not run)",
+			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), atTwo, 0, map[string]want{
+				"in-flight-producer": {statusWarn, "in-flight-producer-ambiguous", "decisionSource is records"}}},
+		{"an unreachable records stream fails naming its URL",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
+				"records": {statusFail, "", down + "/records"}}},
+		{"an unreachable Prometheus fails naming its URL", doctorConfig(t, down, kc, "pool-a", vllm, epp, ""), at, 1, map[string]want{
+			"prometheus": {statusFail, "prometheus-unavailable", down}, "series": {statusSkip, "", ""}, "epp-config": {statusPass, "", ""}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := gt(t, "", "doctor", "--config", tc.config, "--at", tc.at.UTC().Format(time.RFC3339), "-o", "json")
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q\n%s", code, tc.code, errs, out)
+			}
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("JSON: %v\n%s", err, out)
+			}
+			got := map[string][]doctorCheck{}
+			for _, c := range append(append([]doctorCheck(nil), rep.Checks...), rep.Targets[0].Checks...) {
+				got[c.Name] = append(got[c.Name], c)
+				if (c.Status == statusFail || c.Status == statusWarn) && c.Fix == "" {
+					t.Errorf("check %s %s without a fix", c.Name, c.Status)
+				}
+			}
+			for name, w := range tc.checks {
+				found := false
+				for _, c := range got[name] {
+					found = found || c.Status == w.status && c.Reason == w.reason && strings.Contains(c.Detail, w.detail)
+				}
+				if !found {
+					t.Errorf("checks %s = %+v, want one with status %s, reason %q, detail holding %q", name, got[name], w.status, w.reason, w.detail)
+				}
+			}
+			if tc.code == 1 && !strings.Contains(errs, "check(s) failed") {
+				t.Errorf("stderr %q does not name the failed checks", errs)
+			}
+			if t.Failed() {
+				t.Logf("report:\n%s", out)
+			}
+		})
+	}
+	t.Run("the text output is a table with the fix under a failed check", func(t *testing.T) {
+		mismatch := doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n")
+		code, out, _ := gt(t, "", "doctor", "--config", mismatch, "--at", at.UTC().Format(time.RFC3339))
+		if code != 1 || !strings.Contains(out, "  PASS  vllm-series") || !strings.Contains(out, "  FAIL  profile") ||
+			!strings.Contains(out, "fix: set profile: router-2026-08") || !strings.Contains(out, "result: fail") {
+			t.Fatalf("exit %d, text:\n%s", code, out)
+		}
+		t.Logf("doctor's text output:\n%s", out)
+	})
+}
+
+// TestDoctorDocListsEveryCheck: docs/doctor.md has a table row for every
+// check doctor runs, and none for a check it does not.
+func TestDoctorDocListsEveryCheck(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/doctor.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(string(doc), -1)
+	var documented []string
+	for _, m := range rows {
+		documented = append(documented, m[1])
+	}
+	for _, name := range doctorCheckNames {
+		if !slices.Contains(documented, name) {
+			t.Errorf("docs/doctor.md has no row for check %s", name)
+		}
+	}
+	for _, name := range documented {
+		if !slices.Contains(doctorCheckNames, name) {
+			t.Errorf("docs/doctor.md documents %s, which is no check", name)
+		}
+	}
+}
