@@ -100,6 +100,7 @@ func TestExitCodesWithoutPrometheus(t *testing.T) {
 		{"recommend with Prometheus unreachable", "", []string{"recommend", "--config", fileTargetConfig(t, dir, down, cfg)}, 1, "Prometheus could not be queried", false},
 		{"recommend -o patch with Prometheus unreachable", "", []string{"recommend", "-o", "patch", "--config", fileTargetConfig(t, dir, down, cfg)}, 1, "Prometheus could not be queried", true},
 		{"recommend with the target file missing", "", []string{"recommend", "--config", fileTargetConfig(t, dir, down, filepath.Join(dir, "gone.yaml"))}, 1, "gone.yaml", false},
+		{"recommend with an embedded Prometheus", "", []string{"recommend", "--config", fileTargetConfig(t, t.TempDir(), "embedded", cfg)}, 2, "prometheus.url is embedded", true},
 		{"rollback usage", "", []string{"rollback", "--file", cfg}, 2, "--target is required", true},
 		{"rollback of a missing file", "", []string{"rollback", "--target", "a", "--file", filepath.Join(dir, "gone.yaml")}, 2, "gone.yaml", true},
 		{"rollback without history", "", []string{"rollback", "--target", "a", "--file", cfg}, 2, "history", true},
