@@ -239,7 +239,7 @@ func (t *TraceSpec) prepass(sum *traceSummary) error {
 	sum.firstMs = -1
 	for {
 		rec, err := r.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -411,7 +411,7 @@ func (s *traceSource) advance() {
 	s.has = false
 	for !s.done {
 		rec, err := s.r.Next()
-		over := err == io.EOF
+		over := errors.Is(err, io.EOF)
 		if err != nil && !over {
 			s.fail(fmt.Errorf("trace %s, pass %d: %w", s.spec.File, s.pass+1, err))
 			return

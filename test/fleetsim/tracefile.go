@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -145,8 +146,8 @@ func (r *TraceReader) readLine() ([]byte, error) {
 		}
 		return line, nil
 	}
-	if err != bufio.ErrBufferFull {
-		if err == io.EOF {
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
 		}
 		return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
@@ -161,14 +162,14 @@ func (r *TraceReader) readLine() ([]byte, error) {
 			tooLong = true
 			r.long = r.long[:0]
 		}
-		switch err {
-		case nil, io.EOF:
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
 			if tooLong {
 				r.overlong = true
 				return []byte{0}, nil
 			}
 			return r.long, nil
-		case bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		default:
 			return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
