@@ -141,7 +141,7 @@ func (r *TraceReader) readLine() ([]byte, error) {
 	r.line++
 	line, err := r.br.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(line) > 0) {
-		if len(line) > r.opts.MaxLineBytes {
+		if contentLen(line) > r.opts.MaxLineBytes {
 			r.overlong = true
 		}
 		return line, nil
@@ -156,7 +156,8 @@ func (r *TraceReader) readLine() ([]byte, error) {
 	tooLong := false
 	for {
 		line, err = r.br.ReadSlice('\n')
-		if !tooLong && len(r.long)+len(line) <= r.opts.MaxLineBytes {
+		// Room for the terminator, which the bound does not count.
+		if !tooLong && len(r.long)+len(line) <= r.opts.MaxLineBytes+len("\r\n") {
 			r.long = append(r.long, line...)
 		} else {
 			tooLong = true
@@ -164,7 +165,7 @@ func (r *TraceReader) readLine() ([]byte, error) {
 		}
 		switch {
 		case err == nil || errors.Is(err, io.EOF):
-			if tooLong {
+			if tooLong || contentLen(r.long) > r.opts.MaxLineBytes {
 				r.overlong = true
 				return []byte{0}, nil
 			}
@@ -175,6 +176,18 @@ func (r *TraceReader) readLine() ([]byte, error) {
 			return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
 		}
 	}
+}
+
+// contentLen is a line's length without its "\n" or "\r\n" terminator.
+func contentLen(line []byte) int {
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+		if n > 0 && line[n-1] == '\r' {
+			n--
+		}
+	}
+	return n
 }
 
 // decode parses one line into r.rec; it returns the reason the line is bad, or "".
