@@ -103,6 +103,7 @@ func TestExitCodesWithoutPrometheus(t *testing.T) {
 		{"doctor usage", "", []string{"doctor"}, 2, "--config is required", true},
 		{"doctor --target not in the config", "", []string{"doctor", "--config", fileTargetConfig(t, dir, down, cfg), "--target", "nope"}, 2, `--target "nope"`, true},
 		{"doctor with Prometheus unreachable", "", []string{"doctor", "--config", fileTargetConfig(t, dir, down, cfg)}, 1, "prometheus (" + down + " cannot be queried", false},
+		{"recommend with an embedded Prometheus", "", []string{"recommend", "--config", fileTargetConfig(t, t.TempDir(), "embedded", cfg)}, 2, "prometheus.url is embedded", true},
 		{"rollback usage", "", []string{"rollback", "--file", cfg}, 2, "--target is required", true},
 		{"rollback of a missing file", "", []string{"rollback", "--target", "a", "--file", filepath.Join(dir, "gone.yaml")}, 2, "gone.yaml", true},
 		{"rollback without history", "", []string{"rollback", "--target", "a", "--file", cfg}, 2, "history", true},

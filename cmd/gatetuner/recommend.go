@@ -104,6 +104,10 @@ func runRecommend(ctx context.Context, a *app, o *recommendOpts) error {
 		if cfg, err = loadConfig(a, o.config); err != nil {
 			return err
 		}
+		if cfg.Prometheus.URL == "embedded" {
+			// A one-shot cycle starts no scraper (the daemon's Run does).
+			return usageErr("recommend --config %s: prometheus.url is embedded, whose TSDB starts empty and fills only while `gatetuner run` scrapes: give recommend the URL of a Prometheus holding the pool's history", o.config)
+		}
 		cfg.LeaderElection.Enabled = false
 	} else {
 		var cleanup func()

@@ -565,7 +565,7 @@ func (a *Actor) waitUntil(ctx context.Context, done func() bool, state func() st
 		select {
 		case <-ctx.Done():
 			if lastErr != nil {
-				return fmt.Errorf("deployactor %s/%s: %s: %w (last status write: %v)", a.namespace, a.name, st, ctx.Err(), lastErr)
+				return fmt.Errorf("deployactor %s/%s: %s: %w (last status write: %w)", a.namespace, a.name, st, ctx.Err(), lastErr)
 			}
 			return fmt.Errorf("deployactor %s/%s: %s: %w", a.namespace, a.name, st, ctx.Err())
 		case <-ch:

@@ -10,6 +10,9 @@ package fleetsim
 // capacity = the KV blocks no running request holds) and the EPP's
 // approximate prefix index (block size >= 64, a fixed LRU capacity per pod,
 // no pins).
+//
+// Each entry holds its node in the tree, so a node outlives its last
+// request for as long as a cache keeps any of its blocks.
 type blockCache struct {
 	bs       int32
 	tree     *nodeTree
@@ -83,6 +86,7 @@ func (c *blockCache) create(pod, node int32) int32 {
 	}
 	c.entries[i] = cacheEntry{node: node, pod: pod, prev: -1, next: -1, nextInNode: c.nodeHead[node]}
 	c.nodeHead[node] = i
+	c.tree.hold(node)
 	return i
 }
 
@@ -95,6 +99,7 @@ func (c *blockCache) remove(i int32) {
 	}
 	*p = e.nextInNode
 	c.free = append(c.free, i)
+	c.tree.release(e.node)
 }
 
 func (c *blockCache) unlinkLRU(i int32) {
@@ -156,6 +161,11 @@ func (c *blockCache) evictLRU(pod int32, n int64) int64 {
 
 // clear drops every entry (an EPP restart losing its index).
 func (c *blockCache) clear() {
+	for n, i := range c.nodeHead {
+		for ; i >= 0; i = c.entries[i].nextInNode {
+			c.tree.release(int32(n))
+		}
+	}
 	c.entries = c.entries[:0]
 	c.free = c.free[:0]
 	for i := range c.nodeHead {

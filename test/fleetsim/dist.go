@@ -35,9 +35,9 @@ type Dist struct {
 func ConstDist(v float64) Dist { return Dist{Kind: DistConst, Value: v} }
 
 // LognormalDist returns a lognormal distribution with the given mean and
-// coefficient of variation, clamped to [min, max] (max 0 = unbounded).
-func LognormalDist(mean, cv, min, max float64) Dist {
-	d := Dist{Kind: DistLognormal, Mean: mean, CV: cv, Min: min, Max: max}
+// coefficient of variation, clamped to [lo, hi] (hi 0 = unbounded).
+func LognormalDist(mean, cv, lo, hi float64) Dist {
+	d := Dist{Kind: DistLognormal, Mean: mean, CV: cv, Min: lo, Max: hi}
 	d.prepare()
 	return d
 }

@@ -133,7 +133,7 @@ func ExportShapeNamed(name string) (ExportShape, error) {
 	if name == "" {
 		name = DefaultExportShape
 	}
-	real := ExportShape{Name: name, VLLM: VLLMLate2026, EPP: EPP010, RankEndpoints: true, LazyInFlight: true,
+	llmd := ExportShape{Name: name, VLLM: VLLMLate2026, EPP: EPP010, RankEndpoints: true, LazyInFlight: true,
 		Producers: []string{"inflight-load-producer"}, DPRanks: 1, DPEngines: 1, EPPReplicas: 1, SyncReplicas: true,
 		Scrape: ScrapeOperator, UsageShare: 1}
 	switch name {
@@ -141,13 +141,13 @@ func ExportShapeNamed(name string) (ExportShape, error) {
 		return ExportShape{Name: name, VLLM: VLLMSim, EPP: EPPSim, Producers: []string{"inflight-load-producer"},
 			DPRanks: 1, DPEngines: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}, nil
 	case ShapeLLMD2026:
-		return real, nil
+		return llmd, nil
 	case ShapeLLMDMid2026:
-		real.VLLM = VLLMMid2026
-		return real, nil
+		llmd.VLLM = VLLMMid2026
+		return llmd, nil
 	case ShapeLLMD2025:
-		real.VLLM, real.EPP = VLLM011, EPP08
-		return real, nil
+		llmd.VLLM, llmd.EPP = VLLM011, EPP08
+		return llmd, nil
 	}
 	return ExportShape{}, fmt.Errorf("unknown export shape %q (known: %s)", name, strings.Join(ExportShapeNames(), ", "))
 }

@@ -308,7 +308,7 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 	cacheInfo := labelSet("block_size", strconv.Itoa(eng.BlockSize), "cache_dtype", "auto",
 		"enable_prefix_caching", "True", "num_gpu_blocks", strconv.Itoa(eng.NumGPUBlocks), "num_cpu_blocks", "None")
 	perPod("vllm:cache_config_info", typGauge, "Information of the LLMEngine CacheConfig",
-		func(p *pod) metricDef { return metricDef{labels: cacheInfo, geti: func() int64 { return 1 }} })
+		func(_ *pod) metricDef { return metricDef{labels: cacheInfo, geti: func() int64 { return 1 }} })
 	perPod("vllm:prompt_tokens", typCounter, "Number of prefill tokens processed.",
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.promptTokens)} })
 	{
@@ -593,7 +593,7 @@ func (c *catalog) writeText(w io.Writer) error {
 	return bw.Flush()
 }
 
-func appendMetricNow(b []byte, f *familyDef, m *metricDef, name string) []byte {
+func appendMetricNow(b []byte, _ *familyDef, m *metricDef, name string) []byte {
 	switch {
 	case m.h != nil:
 		var cum int64

@@ -177,7 +177,9 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	}
 	s.wl.measure(s.measStart, s.runEnd)
 	for s.wl.peek() < s.runStart {
-		s.wl.next()
+		if a, ok := s.wl.next(); ok {
+			s.tree.release(a.out) // skipped: no request takes the arrival's hold
+		}
 	}
 	eng := &sc.Pods.Engine
 	n := s.x.engines(sc)
@@ -344,6 +346,7 @@ func (s *sim) firstToken(p *pod, r *request, now int64) {
 
 func (s *sim) finished(_ *pod, r *request, _ int64) {
 	s.epp.finished(r)
+	s.tree.release(r.out) // the request's hold, taken over from its arrival
 	if s.x.UsageShare < 1 && unitHash(uint64(r.id)) >= s.x.UsageShare {
 		return // the response carried no usage: the EPP observes no tokens
 	}

@@ -239,7 +239,7 @@ func (t *TraceSpec) prepass(sum *traceSummary) error {
 	sum.firstMs = -1
 	for {
 		rec, err := r.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -347,7 +347,8 @@ type traceSource struct {
 	r      *TraceReader
 	closer io.Closer
 	pass   int64
-	nodes  map[blockKey]int32 // this pass's blocks
+	nodes  map[blockKey]int32 // this pass's blocks (each held)
+	held   []int32            // nodes' values in creation order, released at the pass's end
 	maxLen int
 
 	next    arrival
@@ -396,6 +397,10 @@ func (s *traceSource) startPass() error {
 		return err
 	}
 	s.r, s.closer = r, c
+	for _, n := range s.held {
+		s.tree.release(n)
+	}
+	s.held = s.held[:0]
 	s.nodes = make(map[blockKey]int32, len(s.nodes))
 	return nil
 }
@@ -406,7 +411,7 @@ func (s *traceSource) advance() {
 	s.has = false
 	for !s.done {
 		rec, err := s.r.Next()
-		over := err == io.EOF
+		over := errors.Is(err, io.EOF)
 		if err != nil && !over {
 			s.fail(fmt.Errorf("trace %s, pass %d: %w", s.spec.File, s.pass+1, err))
 			return
@@ -463,6 +468,7 @@ func (s *traceSource) path(rec *TraceRecord) (int32, int64) {
 		} else {
 			node = s.tree.add(parent, int(n))
 			s.nodes[key] = node
+			s.held = append(s.held, node)
 		}
 		parent = node
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -140,13 +141,13 @@ func (r *TraceReader) readLine() ([]byte, error) {
 	r.line++
 	line, err := r.br.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(line) > 0) {
-		if len(line) > r.opts.MaxLineBytes {
+		if contentLen(line) > r.opts.MaxLineBytes {
 			r.overlong = true
 		}
 		return line, nil
 	}
-	if err != bufio.ErrBufferFull {
-		if err == io.EOF {
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
 		}
 		return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
@@ -155,25 +156,38 @@ func (r *TraceReader) readLine() ([]byte, error) {
 	tooLong := false
 	for {
 		line, err = r.br.ReadSlice('\n')
-		if !tooLong && len(r.long)+len(line) <= r.opts.MaxLineBytes {
+		// Room for the terminator, which the bound does not count.
+		if !tooLong && len(r.long)+len(line) <= r.opts.MaxLineBytes+len("\r\n") {
 			r.long = append(r.long, line...)
 		} else {
 			tooLong = true
 			r.long = r.long[:0]
 		}
-		switch err {
-		case nil, io.EOF:
-			if tooLong {
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
+			if tooLong || contentLen(r.long) > r.opts.MaxLineBytes {
 				r.overlong = true
 				return []byte{0}, nil
 			}
 			return r.long, nil
-		case bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		default:
 			return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
 		}
 	}
+}
+
+// contentLen is a line's length without its "\n" or "\r\n" terminator.
+func contentLen(line []byte) int {
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+		if n > 0 && line[n-1] == '\r' {
+			n--
+		}
+	}
+	return n
 }
 
 // decode parses one line into r.rec; it returns the reason the line is bad, or "".

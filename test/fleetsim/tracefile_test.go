@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -165,4 +166,41 @@ func FuzzTraceReader(f *testing.F) {
 			t.Fatalf("gzip read differs: %d vs %d records, err %v", len(zipped.recs), len(plain.recs), zipped.err)
 		}
 	})
+}
+
+// TestTraceReaderLineBoundCountsTheContent: MaxLineBytes bounds a line's
+// content, not its "\n" or "\r\n": a line of exactly the bound reads, one
+// byte more is bad — for lines shorter and longer than the read buffer.
+func TestTraceReaderLineBoundCountsTheContent(t *testing.T) {
+	// line returns a valid record padded to exactly n bytes.
+	line := func(n int) string {
+		head := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "pad": "`
+		return head + strings.Repeat("x", n-len(head)-2) + `"}`
+	}
+	for _, bound := range []int{200, 100 << 10} { // below and above the 64 KiB read buffer
+		for _, tc := range []struct {
+			name    string
+			content int
+			end     string
+			bad     int64
+		}{
+			{"at the bound, \\n", bound, "\n", 0},
+			{"at the bound, \\r\\n", bound, "\r\n", 0},
+			{"at the bound, at EOF", bound, "", 0},
+			{"one over, \\n", bound + 1, "\n", 1},
+			{"one over, \\r\\n", bound + 1, "\r\n", 1},
+			{"one over, at EOF", bound + 1, "", 1},
+		} {
+			t.Run(fmt.Sprintf("%d %s", bound, tc.name), func(t *testing.T) {
+				data := line(tc.content) + tc.end
+				if tc.end != "" {
+					data += line(120) + "\n"
+				}
+				got := readTraceAll(t, []byte(data), TraceReaderOptions{MaxLineBytes: bound})
+				if got.err != nil || got.r.Stats().Bad != tc.bad {
+					t.Fatalf("err %v, stats %+v, want %d bad (%v)", got.err, got.r.Stats(), tc.bad, got.r.BadLines())
+				}
+			})
+		}
+	}
 }

@@ -302,7 +302,7 @@ func (a *truthAcc) init(s *sim) {
 	a.samples = make([][]podSample, len(s.pods))
 }
 
-func (a *truthAcc) decided(s *sim, r *request, dec *decision, measured bool) {
+func (a *truthAcc) decided(_ *sim, r *request, dec *decision, measured bool) {
 	if !measured {
 		return
 	}

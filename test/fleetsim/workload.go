@@ -2,8 +2,10 @@ package fleetsim
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -12,24 +14,69 @@ import (
 // prompt is the path from a root to its last node. Two prompts share block k
 // (of any block size) iff they share the node holding the block's last
 // token, so caches can work on nodes instead of hashing blocks.
+//
+// Nodes are reference counted and recycled, so that the tree holds only what
+// can still matter and a long run's memory stays flat: a node is held by each
+// of its children, each cache entry on it, and each holder outside the tree
+// (a request in flight holds its output node, a session its tip, the
+// workload's shared prompts and a trace pass their nodes). add returns a node
+// held once for the caller; release drops a hold, and a node left unheld
+// goes to the free list (dropping its hold on its parent). No outcome
+// depends on a node's number, only on the tree's shape.
 type nodeTree struct {
 	parent []int32
 	start  []int32
 	end    []int32
+	ref    []int32
+	free   []int32
 }
 
 func (t *nodeTree) add(parent int32, length int) int32 {
 	var s int32
 	if parent >= 0 {
 		s = t.end[parent]
+		t.ref[parent]++
+	}
+	if n := len(t.free); n > 0 {
+		id := t.free[n-1]
+		t.free = t.free[:n-1]
+		t.parent[id], t.start[id], t.end[id], t.ref[id] = parent, s, s+int32(length), 1
+		return id
 	}
 	t.parent = append(t.parent, parent)
 	t.start = append(t.start, s)
 	t.end = append(t.end, s+int32(length))
+	t.ref = append(t.ref, 1)
 	return int32(len(t.parent) - 1)
 }
 
+// hold takes another hold on node n (none for n < 0).
+func (t *nodeTree) hold(n int32) {
+	if n >= 0 {
+		t.ref[n]++
+	}
+}
+
+// release drops a hold on node n (none for n < 0), recycling it and then
+// its ancestors as they become unheld.
+func (t *nodeTree) release(n int32) {
+	for n >= 0 {
+		if t.ref[n]--; t.ref[n] > 0 {
+			return
+		}
+		if t.ref[n] < 0 {
+			panic(fmt.Sprintf("fleetsim: node %d released more often than held", n))
+		}
+		t.free = append(t.free, n)
+		n = t.parent[n]
+	}
+}
+
+// len is the number of node slots (live and free).
 func (t *nodeTree) len() int { return len(t.parent) }
+
+// live is the number of held nodes.
+func (t *nodeTree) live() int { return len(t.parent) - len(t.free) }
 
 // blocks is the number of full blocks of size bs whose last token lies in node n.
 func (t *nodeTree) blocks(n int32, bs int32) int32 { return t.end[n]/bs - t.start[n]/bs }
@@ -95,6 +142,13 @@ type poolState struct {
 	spec    *PoolSpec
 	lengths []int
 	cdf     []float64
+	// minLive is, with churn, the oldest birth a pick can still return.
+	minLive int
+}
+
+// dead reports whether item key can never be picked again.
+func (ps *poolState) dead(key int) bool {
+	return ps != nil && ps.spec.Churn > 0 && key >= 0 && key < ps.minLive
 }
 
 func newPool(spec *PoolSpec, r *rand.Rand) *poolState {
@@ -132,6 +186,7 @@ func (ps *poolState) pick(r *rand.Rand, t int64) (int, int) {
 		i = len(ps.cdf) - 1
 	}
 	if ps.spec.Churn > 0 {
+		ps.minLive = int(t/int64(ps.spec.Churn)) + 1
 		birth := int(t/int64(ps.spec.Churn)) - i + len(ps.cdf)
 		return birth, ps.lengths[birth%len(ps.lengths)]
 	}
@@ -142,8 +197,37 @@ type classState struct {
 	spec    *SessionClass
 	sys     *poolState
 	doc     *poolState
-	sysNode map[int]int32      // system prompt key → node
-	docNode map[[2]int32]int32 // (system prompt key, document key) → node
+	sysNode map[int]int32      // system prompt key → node (each held)
+	docNode map[[2]int32]int32 // (system prompt key, document key) → node (each held)
+	pruneAt int                // prune the maps when they grow past this
+}
+
+// prune drops (and releases) the shared prompts a churning pool can never
+// pick again, once the maps have doubled since the last prune, so a long
+// run's maps stay as large as the live items. Nodes are released in
+// number order, so the tree's recycling is the same in every run.
+func (cs *classState) prune(tree *nodeTree) {
+	if len(cs.sysNode)+len(cs.docNode) <= cs.pruneAt {
+		return
+	}
+	var gone []int32
+	for k, n := range cs.sysNode {
+		if cs.sys.dead(k) {
+			gone = append(gone, n)
+			delete(cs.sysNode, k)
+		}
+	}
+	for k, n := range cs.docNode {
+		if cs.sys.dead(int(k[0])) || cs.doc.dead(int(k[1])) {
+			gone = append(gone, n)
+			delete(cs.docNode, k)
+		}
+	}
+	slices.Sort(gone)
+	for _, n := range gone {
+		tree.release(n)
+	}
+	cs.pruneAt = 2*(len(cs.sysNode)+len(cs.docNode)) + 64
 }
 
 // workload produces the scenario's requests in time order, from its own
@@ -358,27 +442,32 @@ func (w *workload) startSession(ph int, t int64) *session {
 		} else {
 			node, ok := cs.sysNode[i]
 			if !ok {
-				node = w.tree.add(-1, n)
+				node = w.tree.add(-1, n) // the map's hold
 				cs.sysNode[i] = node
 			}
+			w.tree.hold(node)
 			s.tip = node
 			sys = int32(i)
 		}
 	}
 	if cs.doc != nil {
 		i, n := cs.doc.pick(w.r, t)
+		prev := s.tip
 		if i < 0 || (s.tip >= 0 && sys < 0) {
 			s.tip = w.tree.add(s.tip, n)
 		} else {
 			key := [2]int32{sys, int32(i)}
 			node, ok := cs.docNode[key]
 			if !ok {
-				node = w.tree.add(s.tip, n)
+				node = w.tree.add(s.tip, n) // the map's hold
 				cs.docNode[key] = node
 			}
+			w.tree.hold(node)
 			s.tip = node
 		}
+		w.tree.release(prev)
 	}
+	cs.prune(w.tree)
 	s.turnsLeft = int32(cs.spec.Turns.SampleInt(w.r, 1))
 	s.pace = cs.spec.Pace.Sample(w.r)
 	return s
@@ -400,19 +489,24 @@ func (w *workload) turn(s *session, t int64) (arrival, bool) {
 	}
 	prompt := int(base) + user
 	if prompt+out > w.maxLen {
+		w.tree.release(s.tip)
 		return arrival{}, false // the conversation outgrew the context: it ends
 	}
 	leaf := w.tree.add(s.tip, user)
-	outNode := w.tree.add(leaf, out)
+	outNode := w.tree.add(leaf, out) // the arrival's hold (the request's)
+	w.tree.release(leaf)             // held by outNode
+	w.tree.release(s.tip)            // held by leaf
 	a := arrival{t: t, leaf: leaf, out: outNode, prompt: int32(prompt), output: int32(out),
 		class: s.class, session: s.id, turn: s.turn}
 	s.tip = outNode
 	s.turn++
 	s.turnsLeft--
-	if s.turnsLeft > 0 {
-		next := t + int64(math.Max(think, 0.001)*1e9)
-		w.seq++
-		heap.Push(&w.pending, pendingTurn{t: next, seq: w.seq, s: s})
+	if s.turnsLeft <= 0 {
+		return a, true // the session ends: no hold on its tip
 	}
+	w.tree.hold(outNode) // the session's
+	next := t + int64(math.Max(think, 0.001)*1e9)
+	w.seq++
+	heap.Push(&w.pending, pendingTurn{t: next, seq: w.seq, s: s})
 	return a, true
 }

@@ -77,10 +77,16 @@ type Daemon struct {
 	beat    atomic.Int64 // unix nanos of the scheduler's last heartbeat
 	elector *leader.Elector
 	q       prom.Querier // for the startup check
+	// emb and scrape are the embedded Prometheus and its scrape job
+	// (prometheus.url: embedded with scrape targets), started by Run.
+	emb    *prom.Embedded
+	scrape *prom.ScrapeConfig
 }
 
-// New builds the daemon's targets from the config.
-func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
+// New builds the daemon's targets from the config. It starts nothing in
+// the background (the embedded Prometheus's scraper and the records streams
+// start in Run), so ctx bounds only the construction.
+func New(_ context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
@@ -97,7 +103,7 @@ func New(ctx context.Context, cfg *config.Config, deps Deps) (*Daemon, error) {
 	q := deps.Querier
 	if q == nil {
 		var err error
-		if q, err = d.querier(ctx); err != nil {
+		if q, err = d.querier(); err != nil {
 			return nil, err
 		}
 	}
@@ -172,7 +178,7 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	return rc, nil
 }
 
-func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
+func (d *Daemon) querier() (prom.Querier, error) {
 	p := d.cfg.Prometheus
 	observer := QueryObserver(d.deps.Metrics)
 	switch p.URL {
@@ -192,11 +198,9 @@ func (d *Daemon) querier(ctx context.Context) (prom.Querier, error) {
 			targets = append(targets, prom.ScrapeTarget{Job: "gatetuner-scrape", Addrs: []string{a}})
 		}
 		if len(targets) > 0 {
-			if _, err := emb.StartScraper(ctx, prom.ScrapeConfig{Targets: targets, Interval: p.ScrapeInterval}); err != nil {
-				emb.Close()
-				return nil, err
-			}
+			d.scrape = &prom.ScrapeConfig{Targets: targets, Interval: p.ScrapeInterval}
 		}
+		d.emb = emb
 		d.closers = append(d.closers, func() { emb.Close(); os.RemoveAll(dir) })
 		return emb, nil
 	}
@@ -350,6 +354,8 @@ func (d *Daemon) Targets() []*tuner.Target { return d.targets }
 
 // RunOnce runs one cycle for each target now, or for the named target's
 // group (the targets sharing its EPP config), returning the named one's report.
+// It starts no background work: an embedded Prometheus is not scraped, so a
+// one-shot cycle reads what its querier already holds.
 func (d *Daemon) RunOnce(ctx context.Context, name string) ([]*tuner.Report, error) {
 	var out []*tuner.Report
 	for _, g := range d.groups {
@@ -400,11 +406,18 @@ func (d *Daemon) watchStream(target string, s *tuner.RecordsStream) {
 	d.closers = append(d.closers, func() { d.deps.Metrics.StreamUp.Forget(target) })
 }
 
-// Run starts the background work — the records streams and the heartbeat —
-// and schedules the cycles until ctx ends: directly, or only while this
-// replica holds the leader Lease. It returns after running cycles finish
-// and the streams stop.
+// Run starts the background work — the embedded Prometheus's scraper, the
+// records streams and the heartbeat — and schedules the cycles until ctx
+// ends: directly, or only while this replica holds the leader Lease. It
+// returns after running cycles finish and the streams and the scraper stop.
 func (d *Daemon) Run(ctx context.Context) error {
+	if d.scrape != nil {
+		sc, err := d.emb.StartScraper(ctx, *d.scrape)
+		if err != nil {
+			return fmt.Errorf("embedded prometheus: start scraper: %w", err)
+		}
+		defer sc.Stop()
+	}
 	var streams sync.WaitGroup
 	defer streams.Wait()
 	for _, s := range d.streams {
