@@ -205,7 +205,9 @@ func restartAt(p applyPlan, day *dayEvidence, lookback RestartCost, costOf func(
 // applyWindowEvidence records the apply window and prices the restart at
 // the window the write will happen in.
 func applyWindowEvidence(pol config.Policy, now time.Time, rec *Recommendation, day *dayEvidence, r *replayed) {
-	costOf := func(e *estimator.Estimates) RestartCost { return restartCost(e, pol.RestartWarmup, r.fbRate, r.fbRates) }
+	costOf := func(e *estimator.Estimates) RestartCost {
+		return restartCost(e, pol.RestartWarmup, r.fbRate, r.fbRates)
+	}
 	p := planApply(pol, now, rec.Evidence.Day, day, costOf)
 	rec.Evidence.Day.ApplyWindow = p.view
 	rec.Evidence.RestartCost = restartAt(p, day, rec.Evidence.RestartCost, costOf)

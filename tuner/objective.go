@@ -343,7 +343,9 @@ func (excessTokens) dayScore(perWindow []float64, _ *replayed) float64 {
 	return sum
 }
 
-func (o excessTokens) slack(r *replayed, k int) float64 { return excessSlackBlocks * o.blockSize * r.reqs[k] }
+func (o excessTokens) slack(r *replayed, k int) float64 {
+	return excessSlackBlocks * o.blockSize * r.reqs[k]
+}
 
 func (excessTokens) consistency(r *replayed, rec int) float64 { return consistencyExcess(r.parts, rec) }
 

@@ -232,8 +232,8 @@ type replayed struct {
 	// the same per window of the day ([window][candidate]).
 	costs       []float64
 	windowCosts [][]float64
-	scale     float64
-	gateInput GateInput
+	scale       float64
+	gateInput   GateInput
 	// fbRate, fbRates and fbRateSource turn the feedback's tokens into seconds.
 	fbRate       float64
 	fbRates      map[string]float64
