@@ -290,6 +290,14 @@ func deadband(cur gate.Settings, rc Candidate, band float64) string {
 // cost: in request-seconds of queueing when the delay is priced, else (the
 // pool's utilization unknown) in tokens; it holds when the cost is unknown.
 func restartGuard(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
+	name, pass, reason, detail := restartVerdict(obj, rc, cooldown)
+	if rc.PricedAt != "" {
+		detail += "; priced at " + rc.PricedAt
+	}
+	return name, pass, reason, detail
+}
+
+func restartVerdict(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
 	if rc.Unknown != "" {
 		return "restart-cost", false, HoldRestartCost, fmt.Sprintf("the restart cost cannot be estimated (%s): nothing is written without it", rc.Unknown)
 	}

@@ -96,7 +96,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	applyWindowEvidence(pol, now, rec, day, rp)
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
-	rec.Evidence.Confidence = confidence(pol, est, src.Kind(), ppt, rp, obj, ch)
+	rec.Evidence.Confidence = confidence(pol, day.coverageOf(est), src.Kind(), ppt, rp, obj, ch)
 	rec.Confidence = rec.Evidence.Confidence.Value
 
 	if h := edit(rep, tr, cands[ch.rec], ppt.Write); h != nil {
@@ -444,13 +444,13 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 
 // confidence is the documented formula (docs/tuner.md): rate × source ×
 // sample × consistency.
-func confidence(pol config.Policy, est *estimator.Estimates, kind string, ppt ThroughputNote, r *replayed, obj objective, ch choice) ConfidenceParts {
+func confidence(pol config.Policy, est *dayCoverage, kind string, ppt ThroughputNote, r *replayed, obj objective, ch choice) ConfidenceParts {
 	cp := ConfidenceParts{Rate: 1, Source: 1, Sample: 1, Consistency: 1}
 	if ppt.Write {
-		cp.Rate = est.DrainRate.Confidence
+		cp.Rate = est.lookback.DrainRate.Confidence
 	}
 	if kind == SourceKindModel {
-		cp.Source = 0.9 * snapshotCoverage(est, r.window)
+		cp.Source = 0.9 * est.snapshotCoverage(r.window)
 	}
 	cp.Sample = math.Min(1, float64(r.window.Known)/float64(5**pol.MinDecisions))
 	cp.Consistency = obj.consistency(r, ch.rec)
