@@ -191,7 +191,7 @@ func gainGuard(g *guardContext) verdict {
 }
 
 func restartCostGuard(g *guardContext) verdict {
-	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, g.pol.Cooldown)
+	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, savingHorizon(g.pol))
 	return verdict{name: name, pass: pass, reason: reason, detail: detail}
 }
 
@@ -303,11 +303,18 @@ func restartVerdict(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration)
 	}
 	if rc.DelaySeconds != nil {
 		return "restart-cost", obj.SavingOverCooldownSeconds > *rc.DelaySeconds, HoldRestartCost,
-			fmt.Sprintf("saving over a %s cooldown %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
+			fmt.Sprintf("saving over %s in force %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
 				cooldown, obj.SavingOverCooldownSeconds, *rc.DelaySeconds, rc.Tokens, *rc.DrainSeconds, 100**rc.Utilization)
 	}
 	return "restart-cost", obj.SavingOverCooldownTokens > rc.Tokens, HoldRestartCost,
-		fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+		fmt.Sprintf("saving over %s in force %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+}
+
+// savingHorizon is how long an applied setting is in force at least, over
+// which its saving is weighed against a restart: the day it was chosen for,
+// or the cooldown when that is longer.
+func savingHorizon(pol config.Policy) time.Duration {
+	return max(pol.Cooldown, dayClockOf(pol).length)
 }
 
 // windowOpen reports whether now falls in an apply window, and when the
