@@ -287,7 +287,7 @@ func TestAutoApplyWindowIsTheCheapestRestart(t *testing.T) {
 				return
 			}
 			av := p.view
-			if av.Label != tc.want || av.Open || !av.Opens.Equal(time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)) || !strings.Contains(av.Detail, "day's mean") {
+			if av.Label != tc.want || av.Open || av.Opens == nil || !av.Opens.Equal(time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)) || !strings.Contains(av.Detail, "day's mean") {
 				t.Fatalf("auto window %+v", av)
 			}
 			if v.Windows[3].RestartCost == nil || v.Windows[1].RestartCost == nil || *v.Windows[3].RestartCost >= *v.Windows[1].RestartCost {

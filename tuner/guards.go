@@ -241,7 +241,11 @@ func autoWindowGuard(av *ApplyWindowView) verdict {
 	case av.Unknown != "":
 		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: " + av.Unknown}
 	case !av.Open:
-		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens at %s; %s", av.Opens.UTC().Format(time.RFC3339), av.Detail)}
+		when := "later"
+		if av.Opens != nil {
+			when = "at " + av.Opens.UTC().Format(time.RFC3339)
+		}
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens %s; %s", when, av.Detail)}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }
