@@ -26,6 +26,8 @@ type guardContext struct {
 	allowCalib bool
 	// belowFloor: the current bar is below the release-chain floor.
 	belowFloor bool
+	// apply is the apply window the day evidence chose (nil: none computed).
+	apply *ApplyWindowView
 }
 
 // verdict is one guard's judgement; skip leaves it out of the report.
@@ -177,6 +179,10 @@ func gainGuard(g *guardContext) verdict {
 	}
 	detail := fmt.Sprintf("recommended estimated TTFT p90 %.3gs vs current %.3gs (ratio %.2f, must be ≤ %.2f)",
 		obj.Recommended.P90TTFTSeconds, obj.Current.P90TTFTSeconds, ratio, *g.pol.GainRatio)
+	if d := ev.Day; d != nil && d.CurrentScore != nil && d.RecommendedScore != nil {
+		detail = fmt.Sprintf("recommended estimated TTFT p90 over the day (request-weighted over its windows) %.3gs vs current %.3gs (ratio %.2f, must be ≤ %.2f)",
+			*d.RecommendedScore, *d.CurrentScore, ratio, *g.pol.GainRatio)
+	}
 	if obj.Name == ObjectiveExcessTokens {
 		detail = fmt.Sprintf("recommended excess cost %.4g tokens vs current %.4g (ratio %.2f, must be ≤ %.2f)",
 			ev.ExcessCost.Recommended, ev.ExcessCost.Current, ratio, *g.pol.GainRatio)
@@ -185,7 +191,7 @@ func gainGuard(g *guardContext) verdict {
 }
 
 func restartCostGuard(g *guardContext) verdict {
-	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, g.pol.Cooldown)
+	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, savingHorizon(g.pol))
 	return verdict{name: name, pass: pass, reason: reason, detail: detail}
 }
 
@@ -210,16 +216,38 @@ func budgetGuard(g *guardContext) verdict {
 }
 
 // windowGuard holds (result pending) while the apply window is closed; it
-// runs after every other guard, only when the mode writes.
+// runs after every other guard, only when the mode writes. With auto, the
+// window is the day evidence's (its detail says why that window); auto
+// without one holds apply-window-unknown.
 func windowGuard(g *guardContext) verdict {
 	w := g.pol.ApplyWindow
-	if w == nil {
+	if w == nil || w.Always {
 		return verdict{name: "window", pass: true, detail: "no apply window"}
+	}
+	if w.Auto {
+		return autoWindowGuard(g.apply)
 	}
 	if open, next := windowOpen(w, g.now); !open {
 		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens at %s", next.UTC().Format(time.RFC3339))}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open"}
+}
+
+// autoWindowGuard judges the auto apply window the day evidence chose.
+func autoWindowGuard(av *ApplyWindowView) verdict {
+	switch {
+	case av == nil:
+		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: no day evidence to choose it from"}
+	case av.Unknown != "":
+		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: " + av.Unknown}
+	case !av.Open:
+		when := "later"
+		if av.Opens != nil {
+			when = "at " + av.Opens.UTC().Format(time.RFC3339)
+		}
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens %s; %s", when, av.Detail)}
+	}
+	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }
 
 func ifElse(c bool, a, b string) string {
@@ -266,16 +294,31 @@ func deadband(cur gate.Settings, rc Candidate, band float64) string {
 // cost: in request-seconds of queueing when the delay is priced, else (the
 // pool's utilization unknown) in tokens; it holds when the cost is unknown.
 func restartGuard(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
+	name, pass, reason, detail := restartVerdict(obj, rc, cooldown)
+	if rc.PricedAt != "" {
+		detail += "; priced at " + rc.PricedAt
+	}
+	return name, pass, reason, detail
+}
+
+func restartVerdict(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
 	if rc.Unknown != "" {
 		return "restart-cost", false, HoldRestartCost, fmt.Sprintf("the restart cost cannot be estimated (%s): nothing is written without it", rc.Unknown)
 	}
 	if rc.DelaySeconds != nil {
 		return "restart-cost", obj.SavingOverCooldownSeconds > *rc.DelaySeconds, HoldRestartCost,
-			fmt.Sprintf("saving over a %s cooldown %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
+			fmt.Sprintf("saving over %s in force %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
 				cooldown, obj.SavingOverCooldownSeconds, *rc.DelaySeconds, rc.Tokens, *rc.DrainSeconds, 100**rc.Utilization)
 	}
 	return "restart-cost", obj.SavingOverCooldownTokens > rc.Tokens, HoldRestartCost,
-		fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+		fmt.Sprintf("saving over %s in force %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+}
+
+// savingHorizon is how long an applied setting is in force at least, over
+// which its saving is weighed against a restart: the day it was chosen for,
+// or the cooldown when that is longer.
+func savingHorizon(pol config.Policy) time.Duration {
+	return max(pol.Cooldown, dayClockOf(pol).length)
 }
 
 // windowOpen reports whether now falls in an apply window, and when the

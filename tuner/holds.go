@@ -25,6 +25,7 @@ const (
 	HoldBudget                = hold.Budget
 	HoldAwaitingApproval      = hold.AwaitingApproval
 	HoldApprovalMismatch      = hold.ApprovalMismatch
+	HoldApplyWindowUnknown    = hold.ApplyWindowUnknown
 	HoldOutsideWindow         = hold.OutsideWindow
 	HoldChangedExternally     = hold.ChangedExternally
 	HoldVerificationUnavail   = hold.VerificationUnavailable

@@ -54,6 +54,9 @@ type Tuner struct {
 	// approval was last announced in an Event (approve mode).
 	announcedMu sync.Mutex
 	announced   map[string]string
+	// days holds, per target, the completed windows' estimates (day.go).
+	dayMu sync.Mutex
+	days  map[string]*dayCache
 }
 
 func (t *Tuner) now() time.Time {

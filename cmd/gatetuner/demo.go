@@ -144,6 +144,8 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	pol := simPolicy(sc)
 	pol.Mode = config.ModeConfigMap
 	pol.Lookback = 15 * time.Minute
+	// One simulated day: no day of history yet to choose an auto window from.
+	pol.ApplyWindow = &config.ApplyWindow{Always: true}
 	et := simenv.EstimatorTarget(sc)
 	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
 		Name: sc.Target, File: path, Plugin: sc.EPP.Plugin, Profile: prof.Name, MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,

@@ -49,6 +49,9 @@ const (
 	// ApprovalMismatch: mode approve and the approval names a different
 	// recommendation's hash.
 	ApprovalMismatch Reason = "approval-mismatch"
+	// ApplyWindowUnknown: the auto apply window cannot be chosen yet (the
+	// history lacks a window of the day, or its restart cost is unknown).
+	ApplyWindowUnknown Reason = "apply-window-unknown"
 	// OutsideWindow: the apply window is closed (result pending).
 	OutsideWindow Reason = "outside-apply-window"
 	// ChangedExternally: owned keys changed since the cycle read them.
@@ -62,5 +65,5 @@ const (
 func All() []Reason {
 	return []Reason{TargetError, UnsupportedTTFTSource, Paused, RolloutFailed, VerificationFailed,
 		PendingRestart, RecordsUnavailable, Inconclusive, NoDecisions, LowConfidence, NoGain, Deadband, RestartCost,
-		Calibrated, Cooldown, Budget, AwaitingApproval, ApprovalMismatch, OutsideWindow, ChangedExternally, VerificationUnavailable}
+		Calibrated, Cooldown, Budget, AwaitingApproval, ApprovalMismatch, ApplyWindowUnknown, OutsideWindow, ChangedExternally, VerificationUnavailable}
 }
