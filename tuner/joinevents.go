@@ -74,14 +74,14 @@ func (t *Tuner) announceJoinProblems(ctx context.Context, tg *Target, rep *Repor
 		if slices.Contains(last, string(r.Code)) {
 			continue
 		}
-		note := fmt.Sprintf("%s (%s): %s", r.Code, r.Part, r.Detail)
+		note := fmt.Sprintf("target %q: %s (%s): %s", rep.Target, r.Code, r.Part, r.Detail)
 		if err := nt.Notify(ctx, true, joinEventReason(r.Code), eventActionJoin, note); err != nil {
 			t.log().Warn("announce join problem", "target", rep.Target, "reason", r.Code, "err", err)
 			return // retried next cycle: the set is not recorded
 		}
 	}
 	if len(codes) == 0 {
-		note := "the estimate joins again (was: " + strings.Join(last, ", ") + ")"
+		note := fmt.Sprintf("target %q: the estimate joins again (was: %s)", rep.Target, strings.Join(last, ", "))
 		if err := nt.Notify(ctx, false, eventJoinResolved, eventActionJoin, note); err != nil {
 			t.log().Warn("announce join problems resolved", "target", rep.Target, "err", err)
 			return

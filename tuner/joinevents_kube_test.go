@@ -62,12 +62,12 @@ func TestJoinProblemsBecomeEventsOncePerChange(t *testing.T) {
 	}{
 		{"clean: nothing to say", with(nil, nil), nil},
 		{"a join reason: one Warning", with([]estimator.Reason{unmatched}, nil), []string{
-			`Warning EndpointNamesUnmatched: endpoint-names-unmatched (inFlight): in-flight "qwen-0-rank-0" vs routing "qwen-0"`}},
+			`Warning EndpointNamesUnmatched: target "t": endpoint-names-unmatched (inFlight): in-flight "qwen-0-rank-0" vs routing "qwen-0"`}},
 		{"the same reason again: nothing", with([]estimator.Reason{unmatched}, nil), nil},
 		{"a second reason (a warning): one more", with([]estimator.Reason{unmatched}, []estimator.Reason{unjoined}), []string{
-			`Warning EndpointsUnjoined: endpoints-unjoined (inFlight): in-flight endpoint "old-0-rank-0" has no pod`}},
+			`Warning EndpointsUnjoined: target "t": endpoints-unjoined (inFlight): in-flight endpoint "old-0-rank-0" has no pod`}},
 		{"clean again: one Normal", with(nil, nil), []string{
-			"Normal JoinProblemsResolved: the estimate joins again (was: endpoint-names-unmatched, endpoints-unjoined)"}},
+			`Normal JoinProblemsResolved: target "t": the estimate joins again (was: endpoint-names-unmatched, endpoints-unjoined)`}},
 		{"still clean: nothing", with(nil, nil), nil},
 	}
 	var want []string
