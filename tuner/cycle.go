@@ -50,7 +50,8 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 		if plans[i] != nil {
 			ready = append(ready, i)
 		}
-		t.announceApproval(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		t.announceApproval(ctxs[i], tg, reps[i])     //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		t.announceJoinProblems(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 	}
 	switch {
 	case len(ready) == 1 || len(ready) > 1 && joint == nil:

@@ -54,6 +54,9 @@ type Tuner struct {
 	// approval was last announced in an Event (approve mode).
 	announcedMu sync.Mutex
 	announced   map[string]string
+	// joinAnnounced is, per target, the join reasons last announced in
+	// Events (guarded by announcedMu).
+	joinAnnounced map[string][]string
 	// days holds, per target, the completed windows' estimates (day.go).
 	dayMu sync.Mutex
 	days  map[string]*dayCache

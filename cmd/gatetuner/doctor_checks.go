@@ -31,7 +31,7 @@ const (
 // (docs/doctor.md has a row for each).
 var doctorCheckNames = []string{checkPrometheus, checkBackend, checkConfig, checkEPPConfig, checkProfile, checkSeries,
 	checkVLLMSeries, checkPodLabel, checkEPPSeries, checkInFlightSeries, checkProducer, checkSeriesEmpty, checkEndpointJoin,
-	checkEPPReplicas, checkEstimate, checkMonitors, checkRecords}
+	checkEPPReplicas, checkEstimate, checkMonitors, checkPDRoles, checkRecords}
 
 // doctor holds what every target's checks share: the config, the
 // evaluation time, the Prometheus client and the API server clients.
@@ -148,6 +148,7 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 		}
 	}
 	add(d.monitorChecks(ctx, ct)...)
+	add(d.pdRolesCheck(ctx, ct))
 	if c, ok := d.recordsCheck(ctx, ct); ok {
 		add(c)
 	}

@@ -211,6 +211,15 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	eppNamespace(t, env, sc, "pool-a", image, "metrics", "metrics", "http-metrics", "http-metrics")
 	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "http-metrics", "9090")
 	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "metrics", "http-metrics")
+	eppNamespace(t, env, sc, "pool-pd", image, "metrics", "metrics", "http-metrics", "http-metrics")
+	for _, name := range []string{"vllm-prefill-1", "vllm-prefill-0"} { // beside the decode pod: a P/D pool
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "pool-pd", Labels: map[string]string{"llm-d.ai/role": "prefill"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest",
+				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8000}}}}}}
+		if _, err := env.Client.CoreV1().Pods("pool-pd").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	vllm, epp := `namespace="llm-d",pod=~"`+sc.Pods.NamePrefix+`-[0-9]+"`, `namespace="llm-d",pod="`+sc.EPP.Pod+`"`
 	jobs := []string{`job="vllm"`, `job="inference-extension-epp"`}
 	down := "http://" + closedPort(t)
@@ -231,7 +240,11 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"profile": {statusPass, "", "router-2026-08"}, "vllm-series": {statusPass, "", "2 pods"}, "pod-label": {statusPass, "", ""},
 			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
 			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
-			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"}}},
+			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"},
+			"pd-roles": {statusPass, "", "not disaggregated (no pool of both prefill-only and decode-only pods) in pool-a; roles decode: vllm-decode-0"}}},
+		{"a P/D pool (prefill-only and decode-only pods) is named with its pods, and warns that it is not modelled",
+			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, ""), at, 0, map[string]want{
+				"pd-roles": {statusWarn, "pd-pool-not-modelled", "a P/D pool in pool-pd (roles decode: vllm-decode-0; prefill: vllm-prefill-0, vllm-prefill-1)"}}},
 		{"data parallelism across ports is inferred and joins (two rank endpoints per pod, only port 8000 scraped)",
 			doctorConfig(t, dpRanks, kc, "pool-a", vllm, epp, ""), atDP, 0, map[string]want{
 				"endpoint-join": {statusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},

@@ -21,7 +21,8 @@ type object struct {
 	text    []byte
 	state   State
 	version string
-	raw     any // the store's own representation (*corev1.ConfigMap for Kubernetes)
+	raw     any    // the store's own representation (*corev1.ConfigMap for Kubernetes)
+	key     string // the ConfigMap data key holding the config (Kubernetes only)
 }
 
 // errConflict marks a write whose precondition failed; the write is retried.

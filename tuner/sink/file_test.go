@@ -398,16 +398,17 @@ func TestTargetValidate(t *testing.T) {
 		t     Target
 		valid bool
 	}{
-		"configmap mode without deployment": {ok, true},
-		"rollout needs a deployment":        {func() Target { x := ok; x.Mode = ModeRollout; return x }(), false},
-		"rollout with deployment":           {func() Target { x := ok; x.Mode, x.Deployment = ModeRollout, "epp"; return x }(), true},
-		"unknown mode":                      {func() Target { x := ok; x.Mode = "auto"; return x }(), false},
-		"no key":                            {func() Target { x := ok; x.Key = ""; return x }(), false},
-		"bad configmap name":                {func() Target { x := ok; x.ConfigMap = "EPP_cm"; return x }(), false},
-		"plugin twice":                      {func() Target { x := ok; x.Plugins = []string{"a", "a"}; return x }(), false},
-		"file":                              {Target{File: "/etc/epp/config.yaml"}, true},
-		"file with a deployment":            {Target{File: "x.yaml", Deployment: "epp"}, false},
-		"file with a mode":                  {Target{File: "x.yaml", Mode: ModeRollout}, false},
+		"configmap mode without deployment":  {ok, true},
+		"rollout needs a deployment":         {func() Target { x := ok; x.Mode = ModeRollout; return x }(), false},
+		"rollout with deployment":            {func() Target { x := ok; x.Mode, x.Deployment = ModeRollout, "epp"; return x }(), true},
+		"unknown mode":                       {func() Target { x := ok; x.Mode = "auto"; return x }(), false},
+		"no key: the one holding the plugin": {func() Target { x := ok; x.Key = ""; return x }(), true},
+		"bad key":                            {func() Target { x := ok; x.Key = "a/b"; return x }(), false},
+		"bad configmap name":                 {func() Target { x := ok; x.ConfigMap = "EPP_cm"; return x }(), false},
+		"plugin twice":                       {func() Target { x := ok; x.Plugins = []string{"a", "a"}; return x }(), false},
+		"file":                               {Target{File: "/etc/epp/config.yaml"}, true},
+		"file with a deployment":             {Target{File: "x.yaml", Deployment: "epp"}, false},
+		"file with a mode":                   {Target{File: "x.yaml", Mode: ModeRollout}, false},
 	} {
 		if err := tc.t.Validate(); (err == nil) != tc.valid {
 			t.Errorf("%s: %v", name, err)

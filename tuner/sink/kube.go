@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gatetuner/gatetuner/tuner/eppconfig"
 )
 
 // kubeStore keeps a target in a ConfigMap and rolls its EPP Deployment.
@@ -26,10 +29,26 @@ type kubeStore struct {
 	target Target
 	client kubernetes.Interface
 	opts   Options
+
+	mu  sync.Mutex
+	key string // the data key the last load used (target.Key, or the one found)
 }
 
 func (k *kubeStore) source() string {
-	return fmt.Sprintf("configmap %s/%s key %s", k.target.Namespace, k.target.ConfigMap, k.target.Key)
+	return fmt.Sprintf("configmap %s/%s key %s", k.target.Namespace, k.target.ConfigMap, k.dataKey())
+}
+
+// dataKey is the target's key, else the key the last load found holding the plugin.
+func (k *kubeStore) dataKey() string {
+	if k.target.Key != "" {
+		return k.target.Key
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.key == "" {
+		return "(the one holding the plugin)"
+	}
+	return k.key
 }
 
 func (k *kubeStore) load(ctx context.Context) (*object, error) {
@@ -38,20 +57,61 @@ func (k *kubeStore) load(ctx context.Context) (*object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read configmap %s/%s: %w", t.Namespace, t.ConfigMap, err)
 	}
-	text, ok := cm.Data[t.Key]
-	if !ok {
-		keys := make([]string, 0, len(cm.Data))
-		for key := range cm.Data {
-			keys = append(keys, key)
+	key := t.Key
+	if key == "" {
+		if key, err = keyHoldingPlugin(t, cm.Data); err != nil {
+			return nil, err
 		}
-		sort.Strings(keys)
-		return nil, fmt.Errorf("%w: configmap %s/%s has no data key %q (keys: %s)", ErrMalformed, t.Namespace, t.ConfigMap, t.Key, strings.Join(keys, ", "))
+		k.mu.Lock()
+		k.key = key
+		k.mu.Unlock()
+	}
+	text, ok := cm.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: configmap %s/%s has no data key %q (keys: %s)", ErrMalformed, t.Namespace, t.ConfigMap, key, strings.Join(sortedKeys(cm.Data), ", "))
 	}
 	st, err := decodeAnnotations(cm.Annotations)
 	if err != nil {
 		return nil, fmt.Errorf("%w: configmap %s/%s: %w", ErrMalformed, t.Namespace, t.ConfigMap, err)
 	}
-	return &object{text: []byte(text), state: st, version: cm.ResourceVersion, raw: cm}, nil
+	return &object{text: []byte(text), state: st, version: cm.ResourceVersion, raw: cm, key: key}, nil
+}
+
+// keyHoldingPlugin finds the one data key whose EPP config holds the target's
+// first plugin (the only prefix-cache-affinity-filter when none is named);
+// none or several is an error naming the keys.
+func keyHoldingPlugin(t Target, data map[string]string) (string, error) {
+	sel := t.selectors()[0]
+	var holding []string
+	for _, key := range sortedKeys(data) {
+		f, err := eppconfig.Parse([]byte(data[key]), fmt.Sprintf("configmap %s/%s key %s", t.Namespace, t.ConfigMap, key))
+		if err != nil {
+			continue // not an EPP config (or not one gatetuner can read): it cannot hold the plugin
+		}
+		if _, err := f.Select(sel); err == nil {
+			holding = append(holding, key)
+		}
+	}
+	switch len(holding) {
+	case 1:
+		return holding[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: configmap %s/%s: no data key holds %s (keys: %s); set the target's key", ErrMalformed,
+			t.Namespace, t.ConfigMap, sel, strings.Join(sortedKeys(data), ", "))
+	default:
+		return "", fmt.Errorf("%w: configmap %s/%s: data keys %s each hold %s; set the target's key", ErrMalformed,
+			t.Namespace, t.ConfigMap, strings.Join(holding, ", "), sel)
+	}
+}
+
+// sortedKeys lists a ConfigMap's data keys in order.
+func sortedKeys(data map[string]string) []string {
+	keys := make([]string, 0, len(data))
+	for key := range data {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // write updates the ConfigMap with the read object's resourceVersion as the
@@ -62,7 +122,7 @@ func (k *kubeStore) write(ctx context.Context, base *object, text []byte, st Sta
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[t.Key] = string(text)
+	cm.Data[base.key] = string(text)
 	ann, err := encodeAnnotations(cm.Annotations, st, k.opts.HistoryLimit)
 	if err != nil {
 		return nil, err
@@ -80,7 +140,7 @@ func (k *kubeStore) write(ctx context.Context, base *object, text []byte, st Sta
 	if err != nil {
 		return nil, fmt.Errorf("%w: configmap %s/%s after the write: %w", ErrMalformed, t.Namespace, t.ConfigMap, err)
 	}
-	return &object{text: []byte(out.Data[t.Key]), state: st2, version: out.ResourceVersion, raw: out}, nil
+	return &object{text: []byte(out.Data[base.key]), state: st2, version: out.ResourceVersion, raw: out, key: base.key}, nil
 }
 
 func (k *kubeStore) deployment(ctx context.Context) (*appsv1.Deployment, error) {

@@ -523,3 +523,69 @@ func TestKubeRolloutCrashLoopIsRolledBack(t *testing.T) {
 		t.Fatalf("apply while held: %+v", res)
 	}
 }
+
+func TestKubeKeyDefaultsToTheOneHoldingThePlugin(t *testing.T) {
+	env, ns := needEnv(t)
+	c := env.Client
+	both := sampleConfigMap(t, ns)
+	both.Name = "both-hold"
+	both.Data["copy.yaml"] = both.Data[cmKey]
+	none := sampleConfigMap(t, ns)
+	none.Name = "none-holds"
+	delete(none.Data, cmKey)
+	none.Data["notes.txt"] = "not an EPP config: [unclosed"
+	only := sampleConfigMap(t, ns)
+	only.Name = "only-instance"
+	for _, cm := range []*corev1.ConfigMap{sampleConfigMap(t, ns), only, both, none} {
+		createConfigMap(t, c, cm)
+	}
+	for _, tc := range []struct {
+		name, configMap string
+		plugins         []string
+		wantErr         []string // each in the read error; none: the read and the write work
+	}{
+		{name: "the only key holding the named plugin", configMap: cmName, plugins: []string{filter}},
+		{name: "the only key holding the only instance", configMap: only.Name},
+		{name: "several keys hold it", configMap: both.Name, plugins: []string{filter},
+			wantErr: []string{"data keys copy.yaml, default-plugins.yaml each hold", "set the target's key"}},
+		{name: "no key holds it", configMap: none.Name,
+			wantErr: []string{"no data key holds", "(keys: notes.txt, payload-agnostic.yaml)", "set the target's key"}},
+		{name: "no key holds the named plugin", configMap: cmName, plugins: []string{"other-filter"},
+			wantErr: []string{`no data key holds plugin "other-filter"`, "(keys: default-plugins.yaml, payload-agnostic.yaml)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := kubeTarget(ns, ModeConfigMap, gate.ProfileRouter202608)
+			target.ConfigMap, target.Key, target.Deployment, target.Plugins = tc.configMap, "", "", tc.plugins
+			s := newKubeSink(t, c, target, Options{})
+			if tc.wantErr != nil {
+				before := getConfigMap(t, c, ns, tc.configMap)
+				_, err := s.Read(context.Background())
+				if err == nil || !errors.Is(err, ErrMalformed) {
+					t.Fatalf("read error %v, want ErrMalformed", err)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("read error %q lacks %q", err, w)
+					}
+				}
+				if after := getConfigMap(t, c, ns, tc.configMap); after.ResourceVersion != before.ResourceVersion {
+					t.Fatal("a failed read changed the ConfigMap")
+				}
+				return
+			}
+			orig := getConfigMap(t, c, ns, tc.configMap)
+			snap := mustRead(t, s)
+			if string(snap.Text) != orig.Data[cmKey] {
+				t.Fatalf("read %q, want the %s text", snap.Text, cmKey)
+			}
+			if res := mustApply(t, s, snap, Meta{Reason: "key default"}, set(filter, gate.KeyMaxTTFTPenaltyMs, 7000)); res.Outcome != OutcomeApplied {
+				t.Fatalf("result %+v", res)
+			}
+			after := getConfigMap(t, c, ns, tc.configMap)
+			want := strings.Replace(orig.Data[cmKey], "maxTTFTPenaltyMs: 18000 ", "maxTTFTPenaltyMs: 7000 ", 1)
+			if after.Data[cmKey] != want || after.Data["payload-agnostic.yaml"] != orig.Data["payload-agnostic.yaml"] || len(after.Data) != 2 {
+				t.Fatalf("after the write:\n%s", eppconfig.Diff("want", "got", []byte(want), []byte(after.Data[cmKey])))
+			}
+		})
+	}
+}

@@ -279,8 +279,18 @@ type Announcer interface {
 	Announce(ctx context.Context, reason, action, note string) error
 }
 
+// Notifier records a notice like Announcer, Normal or Warning.
+type Notifier interface {
+	Notify(ctx context.Context, warning bool, reason, action, note string) error
+}
+
 // Announce implements Announcer.
 func (e *engine) Announce(ctx context.Context, reason, action, note string) error {
+	return e.Notify(ctx, false, reason, action, note)
+}
+
+// Notify implements Notifier.
+func (e *engine) Notify(ctx context.Context, warning bool, reason, action, note string) error {
 	if e.opts.ReadOnly {
 		return nil
 	}
@@ -288,6 +298,6 @@ func (e *engine) Announce(ctx context.Context, reason, action, note string) erro
 	if err != nil {
 		return fmt.Errorf("%s: announce %s: %w", e.target, reason, err)
 	}
-	e.store.event(ctx, obj, false, reason, action, note)
+	e.store.event(ctx, obj, warning, reason, action, note)
 	return nil
 }

@@ -42,7 +42,8 @@ type Target struct {
 	Name string
 
 	// Namespace, ConfigMap and Key locate a Kubernetes target: the EPP config
-	// text is ConfigMap.data[Key].
+	// text is ConfigMap.data[Key]; an empty Key means the one data key whose
+	// EPP config holds the (first) managed plugin, found at every read.
 	Namespace string
 	ConfigMap string
 	Key       string
@@ -89,7 +90,10 @@ func (t Target) String() string {
 			loc += " key " + t.Key
 		}
 	} else {
-		loc = fmt.Sprintf("configmap %s/%s key %s", t.Namespace, t.ConfigMap, t.Key)
+		loc = fmt.Sprintf("configmap %s/%s", t.Namespace, t.ConfigMap)
+		if t.Key != "" {
+			loc += " key " + t.Key
+		}
 	}
 	if t.Name != "" {
 		return fmt.Sprintf("target %q (%s)", t.Name, loc)
@@ -145,10 +149,10 @@ func (t Target) Validate() error {
 				add("%s %q: %s", f.name, f.v, strings.Join(msgs, "; "))
 			}
 		}
-		if t.Key == "" {
-			add("key (the ConfigMap data key holding the EPP config) is required")
-		} else if msgs := validation.IsConfigMapKey(t.Key); len(msgs) > 0 {
-			add("key %q: %s", t.Key, strings.Join(msgs, "; "))
+		if t.Key != "" {
+			if msgs := validation.IsConfigMapKey(t.Key); len(msgs) > 0 {
+				add("key %q: %s", t.Key, strings.Join(msgs, "; "))
+			}
 		}
 		mode, err := ParseMode(string(t.Mode))
 		if err != nil {
