@@ -81,6 +81,30 @@ func (e *Estimator) Estimate(ctx context.Context, t Target, at time.Time) (*Esti
 	return est, nil
 }
 
+// EstimateSpan estimates over the span [from, to) — the lookback is the
+// span — for a window of the day (the tuner's per-window model). It does
+// not feed the target's tracker (which ages the lookback's estimate). A span
+// shorter than the saturation window is an error.
+func (e *Estimator) EstimateSpan(ctx context.Context, t Target, from, to time.Time) (*Estimates, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := e.cfg
+	cfg.Lookback = to.Sub(from)
+	if cfg.Lookback < cfg.Window {
+		return nil, fmt.Errorf("estimator: span %v is shorter than the window %v", cfg.Lookback, cfg.Window)
+	}
+	se := &Estimator{q: e.q, clock: e.clock, cfg: cfg, rates: newRateEstimators(cfg)}
+	start := time.Now()
+	r := newRunner(ctx, se.q, cfg)
+	est := se.estimate(r, t, to)
+	est.Queries = r.stats
+	est.Queries.Seconds = time.Since(start).Seconds()
+	est.collect()
+	est.Status = overallStatus(est)
+	return est, nil
+}
+
 // joinCodes are the reasons a target's series cannot be joined or found:
 // the whole estimate is Inconclusive with them (docs/estimator.md, "Joins").
 var joinCodes = map[ReasonCode]bool{

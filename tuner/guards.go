@@ -26,6 +26,8 @@ type guardContext struct {
 	allowCalib bool
 	// belowFloor: the current bar is below the release-chain floor.
 	belowFloor bool
+	// apply is the apply window the day evidence chose (nil: none computed).
+	apply *ApplyWindowView
 }
 
 // verdict is one guard's judgement; skip leaves it out of the report.
@@ -177,6 +179,10 @@ func gainGuard(g *guardContext) verdict {
 	}
 	detail := fmt.Sprintf("recommended estimated TTFT p90 %.3gs vs current %.3gs (ratio %.2f, must be ≤ %.2f)",
 		obj.Recommended.P90TTFTSeconds, obj.Current.P90TTFTSeconds, ratio, *g.pol.GainRatio)
+	if d := ev.Day; d != nil && d.CurrentScore != nil && d.RecommendedScore != nil {
+		detail = fmt.Sprintf("recommended estimated TTFT p90 over the day (request-weighted over its windows) %.3gs vs current %.3gs (ratio %.2f, must be ≤ %.2f)",
+			*d.RecommendedScore, *d.CurrentScore, ratio, *g.pol.GainRatio)
+	}
 	if obj.Name == ObjectiveExcessTokens {
 		detail = fmt.Sprintf("recommended excess cost %.4g tokens vs current %.4g (ratio %.2f, must be ≤ %.2f)",
 			ev.ExcessCost.Recommended, ev.ExcessCost.Current, ratio, *g.pol.GainRatio)
@@ -210,16 +216,34 @@ func budgetGuard(g *guardContext) verdict {
 }
 
 // windowGuard holds (result pending) while the apply window is closed; it
-// runs after every other guard, only when the mode writes.
+// runs after every other guard, only when the mode writes. With auto, the
+// window is the day evidence's (its detail says why that window); auto
+// without one holds apply-window-unknown.
 func windowGuard(g *guardContext) verdict {
 	w := g.pol.ApplyWindow
-	if w == nil {
+	if w == nil || w.Always {
 		return verdict{name: "window", pass: true, detail: "no apply window"}
+	}
+	if w.Auto {
+		return autoWindowGuard(g.apply)
 	}
 	if open, next := windowOpen(w, g.now); !open {
 		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens at %s", next.UTC().Format(time.RFC3339))}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open"}
+}
+
+// autoWindowGuard judges the auto apply window the day evidence chose.
+func autoWindowGuard(av *ApplyWindowView) verdict {
+	switch {
+	case av == nil:
+		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: no day evidence to choose it from"}
+	case av.Unknown != "":
+		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: " + av.Unknown}
+	case !av.Open:
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens at %s; %s", av.Opens.UTC().Format(time.RFC3339), av.Detail)}
+	}
+	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }
 
 func ifElse(c bool, a, b string) string {

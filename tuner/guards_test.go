@@ -201,16 +201,32 @@ func TestBudgetGuardCountsApplies(t *testing.T) {
 			}
 		}
 	}
+	budget2 := func(n int) func(*guardContext) {
+		return func(g *guardContext) { two := 2; g.pol.DailyBudget = &two; applies(n)(g) }
+	}
 	runGuardCases(t, budgetGuard, []guardCase{
-		{name: "none", pass: true, detail: "0 applies in the last 24h0m0s (budget 2)"},
-		{name: "one", edit: applies(1), pass: true},
-		{name: "budget spent", edit: applies(2), reason: HoldBudget, detail: "2 applies"},
+		{name: "none", edit: budget2(0), pass: true, detail: "0 applies in the last 24h0m0s (budget 2)"},
+		{name: "one", edit: budget2(1), pass: true},
+		{name: "budget spent", edit: budget2(2), reason: HoldBudget, detail: "2 applies"},
+		{name: "the default budget allows one apply a day", pass: true, detail: "0 applies in the last 24h0m0s (budget 1)"},
+		{name: "the default budget is spent by one apply", edit: applies(1), reason: HoldBudget, detail: "1 applies in the last 24h0m0s (budget 1)"},
 	})
 }
 
 func TestWindowGuardLeavesAClosedWindowPending(t *testing.T) {
 	runGuardCases(t, windowGuard, []guardCase{
-		{name: "no window", pass: true, detail: "no apply window"},
+		{name: "no window", edit: func(g *guardContext) { g.pol.ApplyWindow = nil }, pass: true, detail: "no apply window"},
+		{name: "always", edit: func(g *guardContext) { g.pol.ApplyWindow = &config.ApplyWindow{Always: true} }, pass: true, detail: "no apply window"},
+		{name: "auto without day evidence holds, naming it", reason: HoldApplyWindowUnknown, detail: "no day evidence"},
+		{name: "auto with a window of the day unpriced holds", edit: func(g *guardContext) {
+			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Unknown: "2 of 24 windows of the day have no priced restart cost"}
+		}, reason: HoldApplyWindowUnknown, detail: "2 of 24 windows"},
+		{name: "auto outside the chosen window is pending, saying when and why", edit: func(g *guardContext) {
+			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Window: 3, Label: "03:00–04:00", Opens: guardNow.Add(15 * time.Hour), Detail: "auto: window 03:00–04:00 has the least restart cost"}
+		}, reason: HoldOutsideWindow, detail: "opens at 2026-12-02T03:00:00Z; auto: window 03:00–04:00 has the least restart cost"},
+		{name: "auto inside the chosen window passes", edit: func(g *guardContext) {
+			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Window: 12, Open: true, Detail: "auto: window 12:00–13:00"}
+		}, pass: true, detail: "open; auto: window 12:00–13:00"},
 		{name: "open", edit: func(g *guardContext) {
 			g.pol.ApplyWindow = &config.ApplyWindow{Schedule: "0 12 * * *", Duration: time.Hour}
 		}, pass: true, detail: "open"},

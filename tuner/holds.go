@@ -23,6 +23,7 @@ const (
 	HoldCalibrated            = hold.Calibrated
 	HoldCooldown              = hold.Cooldown
 	HoldBudget                = hold.Budget
+	HoldApplyWindowUnknown    = hold.ApplyWindowUnknown
 	HoldOutsideWindow         = hold.OutsideWindow
 	HoldChangedExternally     = hold.ChangedExternally
 	HoldVerificationUnavail   = hold.VerificationUnavailable

@@ -202,23 +202,42 @@ func objectiveView(cands []Candidate, outcomes []shadow.FeedbackOutcome, rec int
 	return v
 }
 
-// objective scores the candidates over a replay — lower is better, +Inf
-// excludes — and judges the recommendation's consistency over the
-// sub-windows. The choose stage depends only on this, so another objective
-// (a day-level one) replaces it without touching the cycle.
+// objective scores the candidates in every window of the day — lower is
+// better, +Inf excludes — combines a candidate's windows into its day
+// score, states the 10 % rule's absolute tolerance per window, and judges
+// the recommendation's consistency over the windows. The choose stage
+// depends only on this (plan.go, choose).
 type objective interface {
 	// name is what the recommendation is chosen by (ObjectiveView.Name).
 	name() string
-	// scores are the candidates' scores.
-	scores(cands []Candidate, r *replayed) []float64
+	// windowScores are the candidates' scores per window ([window][candidate]).
+	windowScores(cands []Candidate, r *replayed) [][]float64
+	// dayScore combines one candidate's window scores, request-weighted.
+	dayScore(perWindow []float64, r *replayed) float64
+	// slack is the 10 % rule's absolute tolerance in window k: where the
+	// current score is about 0, 10 % of it allows nothing.
+	slack(r *replayed, k int) float64
 	// floor is the lowest bar considered (0: none).
 	floor() float64
-	// consistency is the fraction of sub-windows in which candidate rec is
+	// consistency is the fraction of windows in which candidate rec is
 	// no worse than the current settings.
 	consistency(r *replayed, rec int) float64
 	// amend fills the objective's own numbers into the evidence's view.
-	amend(v *ObjectiveView, r *replayed, rec int, cooldown time.Duration)
+	amend(v *ObjectiveView, r *replayed, ch choice, cooldown time.Duration)
 }
+
+// Day-rule constants: no window may be estimated worse than the current
+// settings by more than windowTolerance (relative) plus the objective's
+// absolute slack.
+const (
+	windowTolerance = 0.10
+	// ttftSlackSeconds is the feedback objective's absolute slack: TTFT p90
+	// differences below 5 ms are below what the replay resolves.
+	ttftSlackSeconds = 0.005
+	// excessSlackBlocks is the excess-tokens objective's absolute slack per
+	// request, in KV blocks (a release forfeits whole blocks).
+	excessSlackBlocks = 0.1
+)
 
 // objectiveFor is the objective of a decision source. With gate records:
 // the feedback replay's estimated TTFT p90, which sees the load each
@@ -231,7 +250,7 @@ type objective interface {
 // p99 prompt length are not recommended, because a released request lands
 // its whole prompt on another endpoint and makes it look over such a bar
 // to the next request.
-func objectiveFor(kind string, est *estimator.Estimates) objective {
+func objectiveFor(kind string, est *estimator.Estimates, blockSize int) objective {
 	if kind != SourceKindModel {
 		return feedbackTTFT{}
 	}
@@ -242,53 +261,100 @@ func objectiveFor(kind string, est *estimator.Estimates) objective {
 	case est.Prompt.P90 != nil:
 		floor = *est.Prompt.P90
 	}
-	return excessTokens{releaseChainFloor: floor}
+	return excessTokens{releaseChainFloor: floor, blockSize: float64(max(blockSize, 1))}
 }
 
-// feedbackTTFT is the feedback replay's estimated TTFT p90.
+// feedbackTTFT is the feedback replay's estimated TTFT p90 per window; the
+// day's is the request-weighted mean of the windows'.
 type feedbackTTFT struct{}
 
 func (feedbackTTFT) name() string   { return ObjectiveFeedbackTTFTP90 }
 func (feedbackTTFT) floor() float64 { return 0 }
 
-func (feedbackTTFT) scores(cands []Candidate, r *replayed) []float64 {
-	s := make([]float64, len(cands))
-	for i := range cands {
-		s[i] = r.outcomes[i].P90TTFTSeconds
+func (feedbackTTFT) windowScores(cands []Candidate, r *replayed) [][]float64 {
+	ws := make([][]float64, r.fb.Parts())
+	for k := range ws {
+		ws[k] = make([]float64, len(cands))
+		for i := range cands {
+			ws[k][i] = r.fb.PartOutcome(k, i).P90TTFTSeconds
+		}
 	}
-	return s
+	return ws
 }
+
+func (feedbackTTFT) dayScore(perWindow []float64, r *replayed) float64 {
+	var sum, w float64
+	for k, s := range perWindow {
+		if r.reqs[k] <= 0 {
+			continue
+		}
+		sum += r.reqs[k] * s
+		w += r.reqs[k]
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+func (feedbackTTFT) slack(*replayed, int) float64 { return ttftSlackSeconds }
 
 func (feedbackTTFT) consistency(r *replayed, rec int) float64 { return consistency(r.fb, rec) }
 
-func (feedbackTTFT) amend(*ObjectiveView, *replayed, int, time.Duration) {}
+// amend states the gain as the day scores' ratio (what the gain guard judges).
+func (feedbackTTFT) amend(v *ObjectiveView, _ *replayed, ch choice, _ time.Duration) {
+	v.Ratio = nil
+	if c := ch.scores[0]; c > 0 && !math.IsInf(c, 0) {
+		x := ch.scores[ch.rec] / c
+		v.Ratio = &x
+	}
+}
 
-// excessTokens is the per-decision excess cost in tokens, with bars below
-// the release-chain floor excluded.
-type excessTokens struct{ releaseChainFloor float64 }
+// excessTokens is the per-decision excess cost in tokens per window (the
+// model's draws scaled to the window's requests), with bars below the
+// release-chain floor excluded; the day's is the sum over the windows.
+type excessTokens struct {
+	releaseChainFloor float64
+	blockSize         float64
+}
 
 func (excessTokens) name() string     { return ObjectiveExcessTokens }
 func (o excessTokens) floor() float64 { return o.releaseChainFloor }
 
-func (o excessTokens) scores(cands []Candidate, r *replayed) []float64 {
-	s := make([]float64, len(cands))
-	for i := range cands {
-		s[i] = r.costs[i]
-		if cands[i].Bar < o.releaseChainFloor {
-			s[i] = math.Inf(1)
+func (o excessTokens) windowScores(cands []Candidate, r *replayed) [][]float64 {
+	ws := make([][]float64, len(r.windowCosts))
+	for k, row := range r.windowCosts {
+		ws[k] = make([]float64, len(cands))
+		for i := range cands {
+			ws[k][i] = row[i]
+			if cands[i].Bar < o.releaseChainFloor {
+				ws[k][i] = math.Inf(1)
+			}
 		}
 	}
-	return s
+	return ws
+}
+
+func (excessTokens) dayScore(perWindow []float64, _ *replayed) float64 {
+	var sum float64
+	for _, s := range perWindow {
+		sum += s
+	}
+	return sum
+}
+
+func (o excessTokens) slack(r *replayed, k int) float64 {
+	return excessSlackBlocks * o.blockSize * r.reqs[k]
 }
 
 func (excessTokens) consistency(r *replayed, rec int) float64 { return consistencyExcess(r.parts, rec) }
 
-func (o excessTokens) amend(v *ObjectiveView, r *replayed, rec int, cooldown time.Duration) {
+func (o excessTokens) amend(v *ObjectiveView, r *replayed, ch choice, cooldown time.Duration) {
 	v.Name = o.name()
 	v.Ratio = nil
 	if r.costs[0] > 0 {
-		x := r.costs[rec] / r.costs[0]
+		x := r.costs[ch.rec] / r.costs[0]
 		v.Ratio = &x
 	}
-	v.SavingOverCooldownTokens = costPair(r.costs[0], r.costs[rec], r.width, cooldown, 0).SavingOverCooldown
+	v.SavingOverCooldownTokens = costPair(r.costs[0], r.costs[ch.rec], r.width, cooldown, 0).SavingOverCooldown
 }

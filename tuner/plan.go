@@ -68,7 +68,9 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	// A data reason yields to the target's state (docs/holds.md's order).
 	dataHold := func(h *halt) *halt { return stateFirst(rep, &tr.snap.State, now, h) }
 
-	src, h := t.decisionSource(tg, est, now)
+	window := shadowWindow(now, pol.History, &tr.snap.State)
+	day := t.daySpans(ctx, tg, tr.params, est, window, now)
+	src, h := t.decisionSource(tg, est, day, now)
 	if h != nil {
 		return nil, dataHold(h)
 	}
@@ -78,7 +80,6 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	if drain <= 0 {
 		return nil, dataHold(held(HoldInconclusive, ppt.Note))
 	}
-	window := shadowWindow(now, pol.Lookback, &tr.snap.State)
 	rp, h := t.replay(ctx, tg, src, est, tr.params, window, cands, drain)
 	if h != nil {
 		if h.reason == HoldInconclusive {
@@ -88,9 +89,11 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	}
 	rep.gateInput = rp.gateInput
 
-	obj := objectiveFor(src.Kind(), est)
-	ch := choose(cands, obj, rp, *pol.MaxStep)
+	obj := objectiveFor(src.Kind(), est, *pol.BlockSizeTokens)
+	ch := choose(cands, obj, rp, *pol.MaxStep, *pol.MinDecisions)
 	rec := evidence(tg, src.Kind(), est, drain, ppt, cands, rp, obj, ch)
+	rec.Evidence.Day = dayView(pol, cands, rp, obj, ch, day)
+	applyWindowEvidence(pol, now, rec, day, rp)
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
 	rec.Evidence.Confidence = confidence(pol, est, src.Kind(), ppt, rp, obj, ch)
@@ -100,7 +103,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 		return nil, h
 	}
 	g := &guardContext{now: now, pol: pol, state: &tr.snap.State, params: tr.params, cur: tr.cur, rc: cands[ch.rec], rec: rec,
-		est: est, diff: rep.Diff, allowCalib: tg.Config.AllowCalibrationOverride, belowFloor: ch.belowFloor}
+		est: est, diff: rep.Diff, allowCalib: tg.Config.AllowCalibrationOverride, belowFloor: ch.belowFloor, apply: rec.Evidence.Day.ApplyWindow}
 	if h := t.guards(ctx, rep, g); h != nil {
 		return nil, h
 	}
@@ -141,15 +144,21 @@ func (t *Tuner) estimate(ctx context.Context, tg *Target, params gate.Params, no
 	if estr == nil {
 		estr = t.Estimator
 	}
-	et := tg.Est
-	if et.InFlightProducer == "" {
-		et.InFlightProducer = params.InFlightLoadProducerName
-	}
-	est, err := estr.Estimate(ectx, et, now)
+	est, err := estr.Estimate(ectx, estimatorTarget(tg, params), now)
 	if err != nil {
 		return nil, failed(fmt.Sprintf("estimate: %v", err))
 	}
 	return est, nil
+}
+
+// estimatorTarget is the target's estimator target, reading the in-flight
+// series of the gate's own producer unless the target names one.
+func estimatorTarget(tg *Target, params gate.Params) estimator.Target {
+	et := tg.Est
+	if et.InFlightProducer == "" {
+		et.InFlightProducer = params.InFlightLoadProducerName
+	}
+	return et
 }
 
 // healthReporter is a decision source that can say it is down (a records stream).
@@ -157,7 +166,7 @@ type healthReporter interface{ Err() error }
 
 // decisionSource picks the shadow window's decisions: the target's records,
 // or the Prometheus model over the estimates.
-func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, now time.Time) (DecisionSource, *halt) {
+func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, day *dayEvidence, now time.Time) (DecisionSource, *halt) {
 	if src := tg.Records; src != nil {
 		if hr, ok := src.(healthReporter); ok {
 			if err := hr.Err(); err != nil {
@@ -167,6 +176,9 @@ func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, now time.Ti
 		return src, nil
 	}
 	m := &Model{Est: est, BlockSizeTokens: *tg.Config.Policy.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix())}
+	if day.perWindow {
+		m.Spans = day.modelSpans()
+	}
 	if err := m.Usable(); err != nil {
 		return nil, held(HoldInconclusive, err.Error())
 	}
@@ -184,10 +196,10 @@ func stateFirst(rep *Report, st *sink.State, now time.Time, h *halt) *halt {
 	return h
 }
 
-// shadowWindow is the lookback, cut at the last change that took effect (a
+// shadowWindow is the history, cut at the last change that took effect (a
 // window spanning an apply mixes two configs).
-func shadowWindow(now time.Time, lookback time.Duration, st *sink.State) WindowView {
-	from := now.Add(-lookback)
+func shadowWindow(now time.Time, history time.Duration, st *sink.State) WindowView {
+	from := now.Add(-history)
 	w := WindowView{From: from, To: now}
 	if eff := lastChange(st); eff.After(from) {
 		w.From, w.CutAtApply = eff, true
@@ -196,21 +208,32 @@ func shadowWindow(now time.Time, lookback time.Duration, st *sink.State) WindowV
 }
 
 // replayed is the replay stage's result: every candidate's shadow tallies
-// (whole window, sub-windows and the decisions no earlier cycle counted)
-// and feedback outcomes over the window's decisions.
+// (whole window, per window of the day and the decisions no earlier cycle
+// counted) and feedback outcomes over the window's decisions.
 type replayed struct {
-	window   WindowView
-	width    time.Duration
+	window WindowView
+	width  time.Duration
+	clock  dayClock
+	// parts are the windows of the day by index (a window seen on several
+	// days merges); reqs, n and scale are each window's real requests,
+	// decisions and the factor that scales its draws' excess to requests;
+	// days counts the days that contributed.
 	parts    []*shadow.Accumulator
+	reqs     []float64
+	n        []int64
+	partScal []float64
+	days     []int
 	fb       *shadow.Feedback
 	fresh    *shadow.Accumulator
 	total    []shadow.Counts
 	outcomes []shadow.FeedbackOutcome
 	// costs are the candidates' excess tokens, scaled to the window's real
-	// requests (scale: the model's draws stand for several).
-	costs     []float64
-	scale     float64
-	gateInput GateInput
+	// requests (scale: the model's draws stand for several); windowCosts
+	// the same per window of the day ([window][candidate]).
+	costs       []float64
+	windowCosts [][]float64
+	scale       float64
+	gateInput   GateInput
 	// fbRate, fbRates and fbRateSource turn the feedback's tokens into seconds.
 	fbRate       float64
 	fbRates      map[string]float64
@@ -218,8 +241,8 @@ type replayed struct {
 }
 
 // replay runs every candidate over the window's decisions: the shadow
-// accumulators per sub-window and the feedback replay, which carries each
-// candidate's own load forward in time order (docs/tuner.md).
+// accumulators per window of the day and the feedback replay, which
+// carries each candidate's own load forward in time order (docs/tuner.md).
 func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est *estimator.Estimates, params gate.Params,
 	window WindowView, cands []Candidate, drain float64) (*replayed, *halt) {
 	settings := make([]gate.Settings, len(cands))
@@ -227,12 +250,16 @@ func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est 
 		settings[i] = c.Settings
 	}
 	sctx, span := t.stage(ctx, "shadow")
-	r := &replayed{window: window, width: window.To.Sub(window.From), parts: make([]*shadow.Accumulator, subWindows)}
+	clock := dayClockOf(tg.Config.Policy)
+	nw := clock.windows()
+	r := &replayed{window: window, width: window.To.Sub(window.From), clock: clock, parts: make([]*shadow.Accumulator, nw),
+		reqs: make([]float64, nw), n: make([]int64, nw), partScal: make([]float64, nw), days: make([]int, nw)}
 	for i := range r.parts {
 		r.parts[i] = shadow.NewAccumulator(settings, drain)
 	}
+	lastDay := make([]int64, nw)
 	r.fbRate, r.fbRates, r.fbRateSource = feedbackRates(est, params)
-	r.fb = shadow.NewFeedback(settings, shadow.FeedbackOptions{Rate: r.fbRate, Rates: r.fbRates, Parts: subWindows,
+	r.fb = shadow.NewFeedback(settings, shadow.FeedbackOptions{Rate: r.fbRate, Rates: r.fbRates, Parts: nw,
 		PrefixReplicas: src.Kind() == SourceKindRecords})
 	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
 	var fd shadow.FeedbackDecision
@@ -242,8 +269,13 @@ func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est 
 		if !d.TS.Before(since) {
 			r.fresh.Add(d.Endpoints)
 		}
-		k := int(float64(subWindows) * float64(d.TS.Sub(window.From)) / float64(r.width))
-		k = min(max(k, 0), subWindows-1)
+		k := clock.index(d.TS)
+		if day := d.TS.Add(-clock.offset(d.TS)).Unix(); r.days[k] == 0 || lastDay[k] != day {
+			r.days[k]++
+			lastDay[k] = day
+		}
+		r.n[k]++
+		r.reqs[k] += max(d.Weight, 0) + boolWeight(d.Weight <= 0)
 		ds := r.parts[k].Add(d.Endpoints)
 		r.parts[k].Observe(&ds[0], d.Observed)
 		fd = shadow.FeedbackDecision{At: d.TS.Sub(window.From).Seconds(), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
@@ -258,51 +290,114 @@ func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est 
 		}
 		return nil, failed(fmt.Sprintf("shadow: %v", err))
 	}
-	r.total = make([]shadow.Counts, len(cands))
+	r.tally(src.Kind(), len(cands))
+	t.markCounted(tg.Config.Name, window.To)
+	return r, nil
+}
+
+// boolWeight is 1 for a decision without a weight (it stands for one request).
+func boolWeight(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tally sums the windows into the whole-evidence counts, the gate-input
+// distribution and every candidate's scaled excess and feedback outcome.
+// The model's draws stand for each window's real requests: their excess is
+// scaled per window.
+func (r *replayed) tally(kind string, ncands int) {
+	r.total = make([]shadow.Counts, ncands)
 	var penalty, gap shadow.Sketch
-	for _, p := range r.parts {
+	var reqs float64
+	var n int64
+	for k, p := range r.parts {
 		for i := range r.total {
 			r.total[i].Add(p.Counts(i))
 		}
 		penalty.Merge(p.PenaltyMs())
 		gap.Merge(p.GapMinusMatched())
+		r.partScal[k] = 1
+		if kind == SourceKindModel && r.n[k] > 0 {
+			r.partScal[k] = r.reqs[k] / float64(r.n[k])
+		}
+		reqs += r.reqs[k]
+		n += r.n[k]
 	}
 	r.window.Decisions, r.window.Known = r.total[0].Decisions(), r.total[0].Known()
 	r.gateInput = GateInput{PenaltyMs: shadow.QuantilesOf(&penalty), GapMinusMatchedTokens: shadow.QuantilesOf(&gap)}
-	// Model draws stand for the window's real requests: scale their excess.
 	r.scale = 1.0
-	if src.Kind() == SourceKindModel && r.window.Decisions > 0 && est.RequestRate.Value != nil {
-		r.scale = *est.RequestRate.Value * r.width.Seconds() / float64(r.window.Decisions)
+	if kind == SourceKindModel && n > 0 {
+		r.scale = reqs / float64(n)
 	}
-	r.costs = make([]float64, len(cands))
-	r.outcomes = make([]shadow.FeedbackOutcome, len(cands))
-	for i := range cands {
-		r.costs[i] = r.total[i].ExcessTokens * r.scale
+	r.costs = make([]float64, ncands)
+	r.windowCosts = make([][]float64, len(r.parts))
+	for k, p := range r.parts {
+		r.windowCosts[k] = make([]float64, ncands)
+		for i := range r.costs {
+			r.windowCosts[k][i] = p.Counts(i).ExcessTokens * r.partScal[k]
+			r.costs[i] += r.windowCosts[k][i]
+		}
+	}
+	r.outcomes = make([]shadow.FeedbackOutcome, ncands)
+	for i := range r.outcomes {
 		r.outcomes[i] = r.fb.Outcome(i)
 	}
-	t.markCounted(tg.Config.Name, window.To)
-	return r, nil
 }
 
 // choice is the choose stage's result: the recommended candidate (after
-// the step limit), the objective's scores and the release-chain floor.
+// the step limit and the day rule), the objective's day scores, each
+// window's scores and what the rule allows there, and the release-chain floor.
 type choice struct {
-	rec    int
-	step   *StepNote
-	best   Choice
-	scores []float64
-	floor  float64
+	rec  int
+	step *StepNote
+	best Choice
+	// scores are the candidates' day scores; windows their window scores
+	// ([window][candidate]); allowed the most a candidate may score in a
+	// window (+Inf: the window is not judged); eligible: within it in every window.
+	scores   []float64
+	windows  [][]float64
+	allowed  []float64
+	eligible []bool
+	floor    float64
 	// belowFloor: the current bar is below the release-chain floor.
 	belowFloor bool
+	// note says why the step-limited pick was given up for the current settings.
+	note string
 }
 
-// choose scores the candidates by the objective, picks the best and clamps
-// the move to the step limit.
-func choose(cands []Candidate, obj objective, r *replayed, maxStep float64) choice {
-	c := choice{scores: obj.scores(cands, r), floor: obj.floor()}
+// choose scores the candidates in every window of the day, keeps those no
+// window estimates worse than the current settings by more than the rule
+// allows, picks the lowest day score (the current settings win ties) and
+// clamps the move to the step limit.
+func choose(cands []Candidate, obj objective, r *replayed, maxStep float64, minDecisions int) choice {
+	c := choice{windows: obj.windowScores(cands, r), floor: obj.floor()}
 	c.belowFloor = cands[0].Bar < c.floor
-	c.best = Choose(cands, c.scores)
+	c.scores = make([]float64, len(cands))
+	col := make([]float64, len(c.windows))
+	for i := range cands {
+		for k := range c.windows {
+			col[k] = c.windows[k][i]
+		}
+		c.scores[i] = obj.dayScore(col, r)
+	}
+	c.allowed = allowedPerWindow(obj, r, c.windows, minDecisions)
+	masked := make([]float64, len(cands))
+	c.eligible = make([]bool, len(cands))
+	for i := range cands {
+		c.eligible[i] = i == 0 || withinRule(c.windows, c.allowed, i)
+		masked[i] = c.scores[i]
+		if !c.eligible[i] {
+			masked[i] = math.Inf(1)
+		}
+	}
+	c.best = Choose(cands, masked)
 	c.rec, c.step = clampStep(cands, c.best.Best, maxStep, c.floor)
+	if !c.eligible[c.rec] {
+		c.note = fmt.Sprintf("the step-limited candidate %s is worse than the current settings by more than the rule allows in some window: the current settings are kept", cands[c.rec].Label)
+		c.rec, c.step = 0, nil
+	}
 	return c
 }
 
@@ -322,12 +417,15 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 	for i, c := range cands {
 		cv := CandidateView{Label: c.Label, Mode: c.Settings.Mode.String(), BarTokens: barPtr(c.Bar), ExcessTokens: r.costs[i],
 			FeedbackP90: r.outcomes[i].P90TTFTSeconds, ProfileRejected: c.Invalid}
-		if math.IsInf(ch.scores[i], 1) {
+		switch {
+		case math.IsInf(ch.scores[i], 1):
 			cv.Excluded = "below the release-chain floor"
+		case !ch.eligible[i]:
+			cv.Excluded = "worse than the current settings by more than 10 % in some window of the day"
 		}
 		ev.Objective.Candidates = append(ev.Objective.Candidates, cv)
 	}
-	obj.amend(&ev.Objective, r, ch.rec, pol.Cooldown)
+	obj.amend(&ev.Objective, r, ch, pol.Cooldown)
 	ev.BestByMode = map[string]string{}
 	if ch.best.BestStatic >= 0 {
 		ev.BestByMode["static"] = cands[ch.best.BestStatic].Label
@@ -397,6 +495,9 @@ func writePlanFor(rep *Report, snap *sink.Snapshot, g *guardContext) (*writePlan
 		return nil, nil
 	}
 	if v := windowGuard(g); !v.pass {
+		if v.reason == HoldApplyWindowUnknown {
+			return nil, held(v.reason, v.detail)
+		}
 		return nil, &halt{result: ResultPending, reason: v.reason, detail: v.detail}
 	}
 	return &writePlan{snap: snap, changes: rep.Changes, meta: sink.Meta{

@@ -99,6 +99,90 @@ type Evidence struct {
 	BestByMode              map[string]string `json:"bestByMode,omitempty"`
 	// Objective is what the recommendation was chosen by.
 	Objective ObjectiveView `json:"objective"`
+	// Day is the day-level choice: every window of the daily cycle, current
+	// vs recommended vs that window's own best (docs/tuner.md, "Decide on the day").
+	Day *DayView `json:"day,omitempty"`
+}
+
+// DayView is the day-level choice over the windows of the daily cycle.
+type DayView struct {
+	DayLengthSeconds   float64 `json:"dayLengthSeconds"`
+	WindowWidthSeconds float64 `json:"windowWidthSeconds"`
+	HistorySeconds     float64 `json:"historySeconds"`
+	// Rule is the 10 % rule as applied (with its absolute tolerance).
+	Rule string `json:"rule"`
+	// CurrentScore and RecommendedScore are the request-weighted day
+	// objective (feedback: mean of the windows' TTFT p90 in seconds;
+	// excess-tokens: the day's excess tokens).
+	CurrentScore     *float64    `json:"currentScore"`
+	RecommendedScore *float64    `json:"recommendedScore"`
+	Windows          []DayWindow `json:"windows"`
+	// Note says what the choice ran into (a step clamp failing the rule,
+	// the estimator giving no per-window estimates).
+	Note string `json:"note,omitempty"`
+	// Skipped lists spans of the history the Prometheus model could not
+	// draw from, with why.
+	Skipped []string `json:"skipped,omitempty"`
+	// Queries is what this cycle asked Prometheus for the windows' estimates.
+	Queries DayQueries `json:"queries"`
+	// ApplyWindow is when the write may happen and why.
+	ApplyWindow *ApplyWindowView `json:"applyWindow,omitempty"`
+}
+
+// DayWindow is one window of the day (merged over the days of the history).
+type DayWindow struct {
+	Index int    `json:"index"`
+	Label string `json:"label"`
+	// Days is how many days of the history contributed to the window.
+	Days      int     `json:"days"`
+	Requests  float64 `json:"requests"`
+	Decisions int64   `json:"decisions"`
+	// Current and Recommended are the settings' scores in the window
+	// (null: no decisions, or excluded by the release-chain floor).
+	Current     *float64 `json:"currentScore"`
+	Recommended *float64 `json:"recommendedScore"`
+	// Best is the window's own best candidate and its score.
+	Best      string   `json:"best,omitempty"`
+	BestScore *float64 `json:"bestScore"`
+	// Allowed is the most a candidate may score here (10 % rule); Judged is
+	// false where the window has too few decisions to judge.
+	Allowed *float64 `json:"allowed"`
+	Judged  bool     `json:"judged"`
+	// Pass: the recommendation is not worse than the current settings by more than the rule allows.
+	Pass bool `json:"pass"`
+	// RestartCost is the estimated price of a restart in the window
+	// (request-seconds of queueing; null: not priced).
+	RestartCost *float64 `json:"restartCostSeconds"`
+}
+
+// DayQueries counts the per-window estimates of one cycle.
+type DayQueries struct {
+	SpansQueried int `json:"spansQueried"`
+	SpansCached  int `json:"spansCached"`
+	// Queries and Failed are the Prometheus queries the queried spans ran.
+	Queries int    `json:"queries"`
+	Failed  int    `json:"failed"`
+	Note    string `json:"note,omitempty"`
+}
+
+// ApplyWindowView is the apply window in force: configured (cron), always,
+// or auto (the window of least restart cost) — and, for auto, why.
+type ApplyWindowView struct {
+	Kind string `json:"kind"`
+	// Window and Label name the auto window; Opens is its next start
+	// (zero while it is open).
+	Window int       `json:"window,omitempty"`
+	Label  string    `json:"label,omitempty"`
+	Open   bool      `json:"open"`
+	Opens  time.Time `json:"opens,omitempty"`
+	// CostSeconds is the chosen window's restart cost; DayMeanSeconds and
+	// DayMaxSeconds the day's mean and worst window.
+	CostSeconds    *float64 `json:"costSeconds,omitempty"`
+	DayMeanSeconds *float64 `json:"dayMeanSeconds,omitempty"`
+	DayMaxSeconds  *float64 `json:"dayMaxSeconds,omitempty"`
+	// Unknown says why auto could not choose (hold apply-window-unknown).
+	Unknown string `json:"unknown,omitempty"`
+	Detail  string `json:"detail"`
 }
 
 // ObjectiveFeedbackTTFTP90 names the tuner's objective: the p90 of the
@@ -232,6 +316,9 @@ type RestartCost struct {
 	// Unknown says what is missing when the cost cannot be estimated at
 	// all; the restart-cost guard then holds.
 	Unknown string `json:"unknown,omitempty"`
+	// PricedAt says which window's estimates price the restart: the one
+	// the write will happen in.
+	PricedAt string `json:"pricedAt,omitempty"`
 }
 
 // ConfidenceParts is the documented confidence formula's factors.

@@ -49,6 +49,10 @@ type Tuner struct {
 	// went into the shadow counters (windows overlap from cycle to cycle).
 	countedMu sync.Mutex
 	counted   map[string]time.Time
+
+	// days holds, per target, the completed windows' estimates (day.go).
+	dayMu sync.Mutex
+	days  map[string]*dayCache
 }
 
 func (t *Tuner) now() time.Time {

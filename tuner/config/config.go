@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -83,10 +84,49 @@ type Server struct {
 	Address string `mapstructure:"address"`
 }
 
-// ApplyWindow allows writes from each activation of a cron schedule for a duration.
+// ApplyWindow is when writes may happen: from each activation of a cron
+// schedule for a duration, or (the string "auto", the default) in the
+// window of the daily cycle whose restart costs least, or (the string
+// "always") at any time.
 type ApplyWindow struct {
 	Schedule string        `mapstructure:"schedule"`
 	Duration time.Duration `mapstructure:"duration"`
+	// Auto: the window of least restart cost over the history.
+	Auto bool `mapstructure:"-"`
+	// Always: no window, writes at any time.
+	Always bool `mapstructure:"-"`
+}
+
+// Apply-window words accepted in place of {schedule, duration}.
+const (
+	ApplyWindowAuto   = "auto"
+	ApplyWindowAlways = "always"
+)
+
+// String is the window as configured: auto, always or "schedule for duration".
+func (w *ApplyWindow) String() string {
+	switch {
+	case w == nil || w.Always:
+		return ApplyWindowAlways
+	case w.Auto:
+		return ApplyWindowAuto
+	}
+	return fmt.Sprintf("%q for %s", w.Schedule, w.Duration)
+}
+
+// applyWindowHook decodes the words auto and always into an ApplyWindow.
+func applyWindowHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || (to != reflect.TypeOf(ApplyWindow{}) && to != reflect.TypeOf(&ApplyWindow{})) {
+		return data, nil
+	}
+	switch s := data.(string); s {
+	case ApplyWindowAuto:
+		return &ApplyWindow{Auto: true}, nil
+	case ApplyWindowAlways:
+		return &ApplyWindow{Always: true}, nil
+	default:
+		return nil, fmt.Errorf("applyWindow: want auto, always or {schedule, duration}, got %q", s)
+	}
 }
 
 // Verification is how a rollout is judged.
@@ -106,8 +146,15 @@ type Verification struct {
 type Policy struct {
 	Mode     string `mapstructure:"mode"`
 	Schedule string `mapstructure:"schedule"`
-	// Lookback of estimates and of the shadow window.
+	// Lookback is the estimator's rate window: the drain-rate and
+	// throughput estimates read this far back.
 	Lookback time.Duration `mapstructure:"lookback"`
+	// History is the evidence the day is decided on (cut at the last change).
+	History time.Duration `mapstructure:"history"`
+	// DayLength is the period of the daily cycle; WindowWidth splits it
+	// into windows (hour-of-day by default).
+	DayLength   time.Duration `mapstructure:"dayLength"`
+	WindowWidth time.Duration `mapstructure:"windowWidth"`
 	// SaturationWindow is the estimator's saturated-window length.
 	SaturationWindow time.Duration `mapstructure:"saturationWindow"`
 	// SnapshotStep spaces the in-flight snapshots the Prometheus model replays.
@@ -184,9 +231,9 @@ type Target struct {
 
 // Defaults for every knob, applied by Load.
 var defaultPolicy = Policy{
-	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
+	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, History: 24 * time.Hour, DayLength: 24 * time.Hour, WindowWidth: time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
 	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), MinGainShare: ptr(0.25), Deadband: ptr(0.2), MaxStep: ptr(4.0),
-	Cooldown: 6 * time.Hour, DailyBudget: ptr(2), BudgetWindow: 24 * time.Hour, RestartWarmup: time.Minute,
+	Cooldown: 6 * time.Hour, DailyBudget: ptr(1), BudgetWindow: 24 * time.Hour, ApplyWindow: &ApplyWindow{Auto: true}, RestartWarmup: time.Minute,
 	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute, Warmup: 2 * time.Minute},
 	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
 }
@@ -212,7 +259,7 @@ func Load(v *viper.Viper) (*Config, error) {
 	}
 	var c Config
 	if err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","))
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), applyWindowHook)
 	}); err != nil {
 		if uk := unknownKeyError(v.ConfigFileUsed(), err); uk != nil {
 			return nil, uk
@@ -392,6 +439,15 @@ func merge(p, def Policy) Policy {
 	if p.Lookback == 0 {
 		p.Lookback = def.Lookback
 	}
+	if p.History == 0 {
+		p.History = def.History
+	}
+	if p.DayLength == 0 {
+		p.DayLength = def.DayLength
+	}
+	if p.WindowWidth == 0 {
+		p.WindowWidth = def.WindowWidth
+	}
 	if p.SaturationWindow == 0 {
 		p.SaturationWindow = def.SaturationWindow
 	}
@@ -501,7 +557,15 @@ func (p *Policy) validate(prefix string) error {
 	if p.Lookback < p.SaturationWindow*4 {
 		bad("%s: %v is shorter than 4 saturation windows (%v)", key("lookback"), p.Lookback, p.SaturationWindow)
 	}
-	if w := p.ApplyWindow; w != nil {
+	switch {
+	case p.WindowWidth <= 0 || p.DayLength <= 0:
+		bad("%s and %s: want positive durations, got %v and %v", key("dayLength"), key("windowWidth"), p.DayLength, p.WindowWidth)
+	case p.DayLength%p.WindowWidth != 0:
+		bad("%s: %v does not divide %s %v", key("windowWidth"), p.WindowWidth, key("dayLength"), p.DayLength)
+	case p.History < p.WindowWidth:
+		bad("%s: %v is shorter than one window (%s %v)", key("history"), p.History, key("windowWidth"), p.WindowWidth)
+	}
+	if w := p.ApplyWindow; w != nil && !w.Auto && !w.Always {
 		if _, err := ParseSchedule(w.Schedule); err != nil {
 			bad("%s: %q: %v", key("applyWindow.schedule"), w.Schedule, err)
 		}

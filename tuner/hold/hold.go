@@ -42,6 +42,9 @@ const (
 	Cooldown Reason = "cooldown"
 	// Budget: dailyBudget applies within budgetWindow already.
 	Budget Reason = "budget"
+	// ApplyWindowUnknown: the auto apply window cannot be chosen yet (the
+	// history lacks a window of the day, or its restart cost is unknown).
+	ApplyWindowUnknown Reason = "apply-window-unknown"
 	// OutsideWindow: the apply window is closed (result pending).
 	OutsideWindow Reason = "outside-apply-window"
 	// ChangedExternally: owned keys changed since the cycle read them.
@@ -55,5 +58,5 @@ const (
 func All() []Reason {
 	return []Reason{TargetError, UnsupportedTTFTSource, Paused, RolloutFailed, VerificationFailed,
 		PendingRestart, RecordsUnavailable, Inconclusive, NoDecisions, LowConfidence, NoGain, Deadband, RestartCost,
-		Calibrated, Cooldown, Budget, OutsideWindow, ChangedExternally, VerificationUnavailable}
+		Calibrated, Cooldown, Budget, ApplyWindowUnknown, OutsideWindow, ChangedExternally, VerificationUnavailable}
 }

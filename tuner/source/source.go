@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -243,14 +244,19 @@ func (s *RecordsStream) Replay(ctx context.Context, from, to time.Time, fn func(
 }
 
 // Model is the Prometheus-model source, for when no records exist: for each
-// in-flight snapshot over the lookback it takes the real per-endpoint
+// in-flight snapshot over the window it takes the real per-endpoint
 // in-flight tokens, draws a home endpoint by routing share and a prompt with
 // its cached prefix from the measured distributions (one uniform draw for
 // both, so long prompts carry long prefixes), and builds the decision the
 // EPP would have faced: the home endpoint holds the cached prefix, the
-// others none.
+// others none. With Spans, each span's snapshots are drawn from that span's
+// own estimates (a window of the day modelled with its own rate, prompt and
+// cached distributions); else every snapshot from Est's.
 type Model struct {
 	Est *estimator.Estimates
+	// Spans, in time order, each with its own estimates; spans whose
+	// estimates the model cannot use are skipped (SpanUsable says why).
+	Spans []Span
 	// BlockSizeTokens is the EPP prefix producer's block size.
 	BlockSizeTokens int
 	// PerSnapshot bounds the decisions drawn per snapshot (default: request
@@ -258,6 +264,12 @@ type Model struct {
 	PerSnapshot int
 	// Seed makes the draws reproducible.
 	Seed uint64
+}
+
+// Span is a stretch of time with its own estimates.
+type Span struct {
+	From, To time.Time
+	Est      *estimator.Estimates
 }
 
 // maxPerSnapshot bounds the model's default draws per snapshot.
@@ -269,9 +281,25 @@ func (m *Model) Kind() string { return KindModel }
 // ErrModelData is returned when the estimates lack what the model needs.
 var ErrModelData = errors.New("prometheus model: missing data")
 
-// Usable says why the model cannot run on the estimates, or nil.
+// Usable says why the model cannot run, or nil: with spans, when none of
+// them is usable (each span's reason joined), else on Est.
 func (m *Model) Usable() error {
-	e := m.Est
+	if len(m.Spans) == 0 {
+		return SpanUsable(m.Est)
+	}
+	var why []string
+	for _, sp := range m.Spans {
+		err := SpanUsable(sp.Est)
+		if err == nil {
+			return nil
+		}
+		why = append(why, fmt.Sprintf("%s–%s: %v", sp.From.UTC().Format("15:04"), sp.To.UTC().Format("15:04"), err))
+	}
+	return fmt.Errorf("%w: no span of the history is usable (%s)", ErrModelData, strings.Join(why, "; "))
+}
+
+// SpanUsable says why the model cannot draw from e, or nil.
+func SpanUsable(e *estimator.Estimates) error {
 	switch {
 	case e == nil:
 		return fmt.Errorf("%w: no estimates", ErrModelData)
@@ -305,12 +333,40 @@ func ReasonsOf(rs []estimator.Reason) string {
 	return s
 }
 
-// Replay draws decisions for the snapshots inside the window.
+// Replay draws decisions for the snapshots inside the window, each span's
+// from its own estimates.
 func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error {
 	if err := m.Usable(); err != nil {
 		return err
 	}
-	e := m.Est
+	rng := rand.New(rand.NewPCG(m.Seed, 0x6761746574756e72))
+	spans := m.Spans
+	if len(spans) == 0 {
+		spans = []Span{{From: from, To: to, Est: m.Est}}
+	}
+	for _, sp := range spans {
+		if SpanUsable(sp.Est) != nil {
+			continue
+		}
+		f, t := sp.From, sp.To
+		if from.After(f) {
+			f = from
+		}
+		if to.Before(t) {
+			t = to
+		}
+		if !f.Before(t) {
+			continue
+		}
+		if err := m.replaySpan(ctx, sp.Est, f, t, rng, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaySpan draws the decisions of e's snapshots inside [from, to).
+func (m *Model) replaySpan(ctx context.Context, e *estimator.Estimates, from, to time.Time, rng *rand.Rand, fn func(*Decision) error) error {
 	bs := m.BlockSizeTokens
 	if bs <= 0 {
 		bs = 64
@@ -351,7 +407,6 @@ func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decisio
 	if total <= 0 {
 		return fmt.Errorf("%w: routing shares are all zero", ErrModelData)
 	}
-	rng := rand.New(rand.NewPCG(m.Seed, 0x6761746574756e72))
 	var d Decision
 	for _, snap := range e.InFlight.Snapshots {
 		if snap.Time.Before(from) || !snap.Time.Before(to) || len(snap.Endpoints) < 2 {

@@ -1,0 +1,214 @@
+package tuner
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/tuner/config"
+)
+
+// allowedPerWindow is the most a candidate may score in each window: the
+// current settings' score × (1 + windowTolerance) plus the objective's
+// absolute slack; +Inf where the window has fewer than minDecisions
+// decisions (too few to judge) or the current settings are excluded there.
+func allowedPerWindow(obj objective, r *replayed, ws [][]float64, minDecisions int) []float64 {
+	out := make([]float64, len(ws))
+	for k := range ws {
+		cur := ws[k][0]
+		if r.n[k] < int64(minDecisions) || math.IsInf(cur, 1) || math.IsNaN(cur) {
+			out[k] = math.Inf(1)
+			continue
+		}
+		out[k] = cur*(1+windowTolerance) + obj.slack(r, k)
+	}
+	return out
+}
+
+// withinRule: candidate i scores no more than allowed in every window.
+func withinRule(ws [][]float64, allowed []float64, i int) bool {
+	for k := range ws {
+		if ws[k][i] > allowed[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// finite is x, or nil when it is infinite or NaN (JSON has neither).
+func finite(x float64) *float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
+// dayView is the evidence's per-window table: for every window of the day,
+// its requests, the current and recommended settings' scores, the window's
+// own best candidate and whether the rule passed.
+func dayView(pol config.Policy, cands []Candidate, r *replayed, obj objective, ch choice, day *dayEvidence) *DayView {
+	v := &DayView{DayLengthSeconds: r.clock.length.Seconds(), WindowWidthSeconds: r.clock.width.Seconds(), HistorySeconds: pol.History.Seconds(),
+		Rule: ruleText(obj, pol), CurrentScore: finite(ch.scores[0]), RecommendedScore: finite(ch.scores[ch.rec]), Note: ch.note, Queries: day.queries}
+	if obj.name() == ObjectiveExcessTokens {
+		v.Skipped = day.skipped()
+	}
+	for k := range ch.windows {
+		w := DayWindow{Index: k, Label: r.clock.label(k), Days: r.days[k], Requests: r.reqs[k], Decisions: r.n[k], Pass: true}
+		row := ch.windows[k]
+		if r.n[k] > 0 {
+			w.Current, w.Recommended = finite(row[0]), finite(row[ch.rec])
+			best := 0
+			for i := range row {
+				if row[i] < row[best] {
+					best = i
+				}
+			}
+			w.Best, w.BestScore = cands[best].Label, finite(row[best])
+			w.Allowed = finite(ch.allowed[k])
+			w.Judged = w.Allowed != nil
+			w.Pass = row[ch.rec] <= ch.allowed[k]
+		}
+		v.Windows = append(v.Windows, w)
+	}
+	return v
+}
+
+// ruleText states the day rule with the objective's absolute tolerance.
+func ruleText(obj objective, pol config.Policy) string {
+	slack := fmt.Sprintf("%.0f ms", ttftSlackSeconds*1000)
+	if obj.name() == ObjectiveExcessTokens {
+		slack = fmt.Sprintf("%.1f block (%d tokens) per request", excessSlackBlocks, *pol.BlockSizeTokens)
+	}
+	return fmt.Sprintf("lowest request-weighted day score among candidates no window estimates worse than the current settings by more than %.0f %% + %s; windows with fewer than %d decisions are not judged; the current settings win ties",
+		100*windowTolerance, slack, *pol.MinDecisions)
+}
+
+// windowCost is a restart's price in request-seconds (0 for a restart with
+// nothing cached to lose), or false when it cannot be priced.
+func windowCost(rc RestartCost) (float64, bool) {
+	switch {
+	case rc.Unknown != "":
+		return 0, false
+	case rc.DelaySeconds != nil:
+		return *rc.DelaySeconds, true
+	case rc.Tokens == 0:
+		return 0, true
+	}
+	return 0, false
+}
+
+// applyPlan is when the write may happen and the restart cost priced there.
+type applyPlan struct {
+	view *ApplyWindowView
+	// index is the window of the day the write will happen in.
+	index int
+}
+
+// planApply decides the apply window: a configured cron window or always
+// as configured, or auto — the window of least mean restart cost over the
+// history (each window priced from its own estimates) — and fills each
+// window's restart cost into the day table.
+func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, costOf func(*estimator.Estimates) RestartCost) applyPlan {
+	clock := day.clock
+	n := clock.windows()
+	sum, cnt := make([]float64, n), make([]int, n)
+	if day.perWindow {
+		for _, s := range day.spans {
+			if s.est == nil {
+				continue
+			}
+			if c, ok := windowCost(costOf(s.est)); ok {
+				sum[s.index] += c
+				cnt[s.index]++
+			}
+		}
+	}
+	for k := range v.Windows {
+		if cnt[k] > 0 {
+			v.Windows[k].RestartCost = finite(sum[k] / float64(cnt[k]))
+		}
+	}
+	w := pol.ApplyWindow
+	switch {
+	case w == nil || w.Always:
+		return applyPlan{view: &ApplyWindowView{Kind: config.ApplyWindowAlways, Open: true, Detail: "no apply window: writes at any time"}, index: clock.index(now)}
+	case !w.Auto:
+		open, next := windowOpen(w, now)
+		av := &ApplyWindowView{Kind: "cron", Open: open, Detail: "the configured window " + w.String()}
+		at := now
+		if !open {
+			av.Opens, at = next, next
+		}
+		return applyPlan{view: av, index: clock.index(at)}
+	}
+	return autoWindow(now, clock, sum, cnt, day.perWindow)
+}
+
+// autoWindow picks the window of least mean restart cost; with a window of
+// the day unpriced it cannot choose, and says which.
+func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWindow bool) applyPlan {
+	av := &ApplyWindowView{Kind: config.ApplyWindowAuto}
+	if !perWindow {
+		av.Unknown = "the estimator gives no per-window estimates, so no window's restart cost can be priced"
+		av.Detail = av.Unknown
+		return applyPlan{view: av, index: clock.index(now)}
+	}
+	var missing []string
+	best, total, worst := -1, 0.0, 0.0
+	for k := range sum {
+		if cnt[k] == 0 {
+			missing = append(missing, clock.label(k))
+			continue
+		}
+		c := sum[k] / float64(cnt[k])
+		total += c
+		worst = math.Max(worst, c)
+		if best < 0 || c < sum[best]/float64(cnt[best]) {
+			best = k
+		}
+	}
+	if len(missing) > 0 {
+		av.Unknown = fmt.Sprintf("%d of %d windows of the day have no priced restart cost in the history (%s): auto cannot choose the cheapest yet",
+			len(missing), len(sum), strings.Join(missing, ", "))
+		av.Detail = av.Unknown
+		return applyPlan{view: av, index: clock.index(now)}
+	}
+	cost, mean := sum[best]/float64(cnt[best]), total/float64(len(sum))
+	av.Window, av.Label = best, clock.label(best)
+	av.CostSeconds, av.DayMeanSeconds, av.DayMaxSeconds = finite(cost), finite(mean), finite(worst)
+	av.Open = clock.index(now) == best
+	if !av.Open {
+		av.Opens = clock.next(now, best)
+	}
+	av.Detail = fmt.Sprintf("auto: window %s has the least restart cost over the history, %.4g request-seconds vs the day's mean %.4g (worst %.4g)",
+		av.Label, cost, mean, worst)
+	return applyPlan{view: av, index: best}
+}
+
+// restartAt prices the restart at the window the write will happen in: the
+// newest span of that window with estimates, else (saying so) the lookback's.
+func restartAt(p applyPlan, day *dayEvidence, lookback RestartCost, costOf func(*estimator.Estimates) RestartCost) RestartCost {
+	label := day.clock.label(p.index)
+	if day.perWindow {
+		if s := day.latest(p.index); s != nil {
+			rc := costOf(s.est)
+			rc.PricedAt = fmt.Sprintf("window %s (its estimates of %s–%s)", label, s.from.UTC().Format(time.RFC3339), s.to.UTC().Format("15:04:05"))
+			return rc
+		}
+	}
+	lookback.PricedAt = fmt.Sprintf("now, on the lookback's estimates (window %s, where the write would happen, has no estimates of its own)", label)
+	return lookback
+}
+
+// applyWindowEvidence records the apply window and prices the restart at
+// the window the write will happen in.
+func applyWindowEvidence(pol config.Policy, now time.Time, rec *Recommendation, day *dayEvidence, r *replayed) {
+	costOf := func(e *estimator.Estimates) RestartCost {
+		return restartCost(e, pol.RestartWarmup, r.fbRate, r.fbRates)
+	}
+	p := planApply(pol, now, rec.Evidence.Day, day, costOf)
+	rec.Evidence.Day.ApplyWindow = p.view
+	rec.Evidence.RestartCost = restartAt(p, day, rec.Evidence.RestartCost, costOf)
+}
