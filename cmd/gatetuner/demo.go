@@ -181,6 +181,9 @@ func (p *demoPrinter) Cycle(vt time.Time, phase string, r *tuner.Report) {
 	printCycle(p.w, r, vt, p.start, phase, p.pol, p.barW)
 	if r.Result == tuner.ResultApplied {
 		p.lastWhy = cycleWhy(r, p.pol)
+		if rec := r.Recommendation; rec != nil && rec.Evidence.Day != nil && rec.Evidence.Day.ApplyWindow != nil {
+			fmt.Fprintf(p.w, "           apply window: %s\n", rec.Evidence.Day.ApplyWindow.Detail)
+		}
 		writeApplied(p.w, r, p.path)
 	}
 }

@@ -204,9 +204,12 @@ func (l *Loop) build(ctx context.Context) error {
 	return nil
 }
 
-// Policy is the daemon policy of a closed loop over sc: configmap mode and
-// the day-long guards (cooldown, restart warm-up, the daily budget's
-// window) scaled to one simulated day.
+// Policy is the daemon policy of a closed loop over sc: configmap mode; the
+// daily cycle is one simulated day (dayLength = the day's duration,
+// windowWidth = its phase length when the phases are equal, else a twelfth
+// of the day, history = one day); the day-long guards (cooldown, restart
+// warm-up, the daily budget's window) scaled to the simulated day; the apply
+// window and the budget are the defaults (auto, one a day).
 func Policy(sc *fleetsim.Scenario) config.Policy {
 	p := config.DefaultPolicy()
 	p.Mode = config.ModeConfigMap
@@ -216,9 +219,27 @@ func Policy(sc *fleetsim.Scenario) config.Policy {
 	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
 	p.BudgetWindow = day
 	p.RestartWarmup = time.Duration(float64(p.RestartWarmup) * scale)
+	p.DayLength, p.History = day, day
+	p.WindowWidth = windowOf(sc)
 	bs := sc.EPP.PrefixIndex.BlockSizeTokens
 	p.BlockSizeTokens = &bs
 	return p
+}
+
+// windowOf is the phase length when one day's phases are equal and divide
+// the day, else a twelfth of the day.
+func windowOf(sc *fleetsim.Scenario) time.Duration {
+	n := sc.DayPhases
+	if n <= 0 {
+		n = len(sc.Phases)
+	}
+	w := sc.Phases[0].Duration
+	for i := range n {
+		if sc.Phases[i].Duration != w {
+			return sc.DayDuration() / 12
+		}
+	}
+	return w
 }
 
 // Path is the EPP config file the daemon edits.

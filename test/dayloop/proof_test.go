@@ -132,7 +132,8 @@ func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenari
 	for _, n := range perDay {
 		most = max(most, n)
 	}
-	check(claimApplies, most <= 1, fmt.Sprintf("%d applies on one day: %s", most, strings.Join(applies, ", ")))
+	outside := outsideWindow(res, l.TargetPolicy())
+	check(claimApplies, most <= 1 && len(outside) == 0, fmt.Sprintf("%d applies on one day: %s; outside the apply window: %s", most, strings.Join(applies, ", "), strings.Join(outside, ", ")))
 	if prof.Accepts(gate.KeyPenaltyMode) {
 		wh := math.NaN()
 		if v.Tuned.WronglyHeldRate != nil {
@@ -169,4 +170,30 @@ func barOf(s gate.Settings) string {
 		return "matchedTokens " + bar
 	}
 	return "static " + bar
+}
+
+// outsideWindow lists the applies written outside the apply window the
+// cycle's report names: for auto, the write's window of the day must be the
+// chosen one and open (a report without a day view, or "always", has no
+// window to be outside of).
+func outsideWindow(res *Result, pol config.Policy) []string {
+	var out []string
+	for _, a := range res.Applies {
+		rec := a.Report.Recommendation
+		if rec == nil || rec.Evidence.Day == nil || rec.Evidence.Day.ApplyWindow == nil {
+			continue
+		}
+		av := rec.Evidence.Day.ApplyWindow
+		if av.Kind != config.ApplyWindowAuto {
+			if !av.Open {
+				out = append(out, fmt.Sprintf("%s (%s window closed)", clockOf(a.Cycle), av.Kind))
+			}
+			continue
+		}
+		idx := int((a.Cycle % pol.DayLength) / pol.WindowWidth) // the scenario starts at UTC midnight
+		if !av.Open || idx != av.Window {
+			out = append(out, fmt.Sprintf("%s in window %d, the auto window is %d %s (open %v)", clockOf(a.Cycle), idx, av.Window, av.Label, av.Open))
+		}
+	}
+	return out
 }
