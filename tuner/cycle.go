@@ -16,10 +16,6 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
-// subWindows is how many parts the shadow window is split into to judge the
-// recommendation's consistency.
-const subWindows = 4
-
 // Cycle runs one tuning cycle for a target: read, estimate, shadow,
 // recommend, guard and — in configmap or rollout mode — write.
 func (t *Tuner) Cycle(ctx context.Context, tg *Target) *Report {

@@ -135,6 +135,10 @@ func (t *Tuner) daySpans(ctx context.Context, tg *Target, params gate.Params, es
 		d.queries.Note = "the estimator gives no per-window estimates: every window uses the lookback's"
 		return d
 	}
+	if q := est.Queries; q.Queries > 0 && q.Failed == q.Queries {
+		d.queries.Note = "every query of the lookback's estimate failed: no window was asked for its own"
+		return d
+	}
 	d.perWindow = true
 	sctx, span := t.stage(ctx, "day-estimates")
 	defer span.End()

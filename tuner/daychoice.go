@@ -139,7 +139,7 @@ func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, c
 		av := &ApplyWindowView{Kind: "cron", Open: open, Detail: "the configured window " + w.String()}
 		at := now
 		if !open {
-			av.Opens, at = next, next
+			av.Opens, at = &next, next
 		}
 		return applyPlan{view: av, index: clock.index(at)}
 	}
@@ -180,7 +180,8 @@ func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWind
 	av.CostSeconds, av.DayMeanSeconds, av.DayMaxSeconds = finite(cost), finite(mean), finite(worst)
 	av.Open = clock.index(now) == best
 	if !av.Open {
-		av.Opens = clock.next(now, best)
+		opens := clock.next(now, best)
+		av.Opens = &opens
 	}
 	av.Detail = fmt.Sprintf("auto: window %s has the least restart cost over the history, %.4g request-seconds vs the day's mean %.4g (worst %.4g)",
 		av.Label, cost, mean, worst)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
@@ -98,23 +99,59 @@ func row(c Candidate, counts *shadow.Counts, scale float64) ShadowRow {
 		Rates: shadow.RatesOf(counts), ExcessTokens: counts.ExcessTokens * scale}
 }
 
+// dayCoverage is where the model's snapshots come from: each span's own
+// estimates (per window), else the lookback's.
+type dayCoverage struct {
+	lookback *estimator.Estimates
+	day      *dayEvidence
+}
+
+func (d *dayEvidence) coverageOf(est *estimator.Estimates) *dayCoverage {
+	return &dayCoverage{lookback: est, day: d}
+}
+
 // snapshotCoverage is the fraction of the window's expected snapshots present.
-func snapshotCoverage(e *estimator.Estimates, w WindowView) float64 {
-	step := e.InFlight.StepSeconds
+func (c *dayCoverage) snapshotCoverage(w WindowView) float64 {
+	step := c.lookback.InFlight.StepSeconds
 	if step <= 0 {
 		return 0
 	}
 	want := w.To.Sub(w.From).Seconds() / step
 	got := 0
-	for _, s := range e.InFlight.Snapshots {
-		if !s.Time.Before(w.From) && s.Time.Before(w.To) {
-			got++
+	count := func(e *estimator.Estimates, from, to time.Time) {
+		for _, s := range e.InFlight.Snapshots {
+			if !s.Time.Before(from) && s.Time.Before(to) {
+				got++
+			}
+		}
+	}
+	if c.day == nil || !c.day.perWindow {
+		count(c.lookback, w.From, w.To)
+	} else {
+		for _, s := range c.day.spans {
+			if s.est != nil {
+				count(s.est, maxTime(s.from, w.From), minTime(s.to, w.To))
+			}
 		}
 	}
 	if want <= 0 {
 		return 0
 	}
 	return math.Min(1, float64(got)/math.Floor(want))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func applyReason(rep *Report) string {

@@ -191,7 +191,7 @@ func gainGuard(g *guardContext) verdict {
 }
 
 func restartCostGuard(g *guardContext) verdict {
-	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, g.pol.Cooldown)
+	name, pass, reason, detail := restartGuard(&g.rec.Evidence.Objective, &g.rec.Evidence.RestartCost, savingHorizon(g.pol))
 	return verdict{name: name, pass: pass, reason: reason, detail: detail}
 }
 
@@ -241,7 +241,11 @@ func autoWindowGuard(av *ApplyWindowView) verdict {
 	case av.Unknown != "":
 		return verdict{name: "window", reason: HoldApplyWindowUnknown, detail: "auto apply window: " + av.Unknown}
 	case !av.Open:
-		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens at %s; %s", av.Opens.UTC().Format(time.RFC3339), av.Detail)}
+		when := "later"
+		if av.Opens != nil {
+			when = "at " + av.Opens.UTC().Format(time.RFC3339)
+		}
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens %s; %s", when, av.Detail)}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }
@@ -290,16 +294,31 @@ func deadband(cur gate.Settings, rc Candidate, band float64) string {
 // cost: in request-seconds of queueing when the delay is priced, else (the
 // pool's utilization unknown) in tokens; it holds when the cost is unknown.
 func restartGuard(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
+	name, pass, reason, detail := restartVerdict(obj, rc, cooldown)
+	if rc.PricedAt != "" {
+		detail += "; priced at " + rc.PricedAt
+	}
+	return name, pass, reason, detail
+}
+
+func restartVerdict(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration) (string, bool, HoldReason, string) {
 	if rc.Unknown != "" {
 		return "restart-cost", false, HoldRestartCost, fmt.Sprintf("the restart cost cannot be estimated (%s): nothing is written without it", rc.Unknown)
 	}
 	if rc.DelaySeconds != nil {
 		return "restart-cost", obj.SavingOverCooldownSeconds > *rc.DelaySeconds, HoldRestartCost,
-			fmt.Sprintf("saving over a %s cooldown %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
+			fmt.Sprintf("saving over %s in force %.4g request-seconds vs restart cost %.4g request-seconds (backlog %.4g tokens drains in %.0fs at utilization %.0f %%)",
 				cooldown, obj.SavingOverCooldownSeconds, *rc.DelaySeconds, rc.Tokens, *rc.DrainSeconds, 100**rc.Utilization)
 	}
 	return "restart-cost", obj.SavingOverCooldownTokens > rc.Tokens, HoldRestartCost,
-		fmt.Sprintf("saving over a %s cooldown %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+		fmt.Sprintf("saving over %s in force %.4g tokens vs restart cost %.4g tokens (utilization unknown: the queueing is not priced)", cooldown, obj.SavingOverCooldownTokens, rc.Tokens)
+}
+
+// savingHorizon is how long an applied setting is in force at least, over
+// which its saving is weighed against a restart: the day it was chosen for,
+// or the cooldown when that is longer.
+func savingHorizon(pol config.Policy) time.Duration {
+	return max(pol.Cooldown, dayClockOf(pol).length)
 }
 
 // windowOpen reports whether now falls in an apply window, and when the

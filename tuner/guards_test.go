@@ -214,6 +214,7 @@ func TestBudgetGuardCountsApplies(t *testing.T) {
 }
 
 func TestWindowGuardLeavesAClosedWindowPending(t *testing.T) {
+	opens := guardNow.Add(15 * time.Hour)
 	runGuardCases(t, windowGuard, []guardCase{
 		{name: "no window", edit: func(g *guardContext) { g.pol.ApplyWindow = nil }, pass: true, detail: "no apply window"},
 		{name: "always", edit: func(g *guardContext) { g.pol.ApplyWindow = &config.ApplyWindow{Always: true} }, pass: true, detail: "no apply window"},
@@ -222,7 +223,7 @@ func TestWindowGuardLeavesAClosedWindowPending(t *testing.T) {
 			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Unknown: "2 of 24 windows of the day have no priced restart cost"}
 		}, reason: HoldApplyWindowUnknown, detail: "2 of 24 windows"},
 		{name: "auto outside the chosen window is pending, saying when and why", edit: func(g *guardContext) {
-			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Window: 3, Label: "03:00–04:00", Opens: guardNow.Add(15 * time.Hour), Detail: "auto: window 03:00–04:00 has the least restart cost"}
+			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Window: 3, Label: "03:00–04:00", Opens: &opens, Detail: "auto: window 03:00–04:00 has the least restart cost"}
 		}, reason: HoldOutsideWindow, detail: "opens at 2026-12-02T03:00:00Z; auto: window 03:00–04:00 has the least restart cost"},
 		{name: "auto inside the chosen window passes", edit: func(g *guardContext) {
 			g.apply = &ApplyWindowView{Kind: config.ApplyWindowAuto, Window: 12, Open: true, Detail: "auto: window 12:00–13:00"}

@@ -49,6 +49,9 @@ func newPhaseEnv(t *testing.T, scenario, profile string) *phaseEnv {
 	pol := config.DefaultPolicy()
 	// The scenario compresses a day into two hours: scale the guards' clocks.
 	pol.Lookback = 20 * time.Minute
+	// The evidence is the phase just simulated (the history no longer
+	// follows the lookback): one 20-minute window of the simulated day.
+	pol.History, pol.DayLength, pol.WindowWidth = 20*time.Minute, 2*time.Hour, 20*time.Minute
 	pol.Cooldown = 20 * time.Minute
 	pol.RestartWarmup = 5 * time.Second
 	bs := sc.EPP.PrefixIndex.BlockSizeTokens

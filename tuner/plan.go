@@ -96,7 +96,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	applyWindowEvidence(pol, now, rec, day, rp)
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
-	rec.Evidence.Confidence = confidence(pol, est, src.Kind(), ppt, rp, obj, ch)
+	rec.Evidence.Confidence = confidence(pol, day.coverageOf(est), src.Kind(), ppt, rp, obj, ch)
 	rec.Confidence = rec.Evidence.Confidence.Value
 
 	if h := edit(rep, tr, cands[ch.rec], ppt.Write); h != nil {
@@ -412,7 +412,7 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 	ev := &rec.Evidence
 	ev.Source, ev.Window, ev.Estimates, ev.Throughput, ev.Step, ev.GateInput = kind, r.window, brief(est), ppt, ch.step, r.gateInput
 	ev.Candidates = len(cands)
-	ev.Objective = objectiveView(cands, r.outcomes, ch.rec, r.width, pol.Cooldown, r.fbRateSource)
+	ev.Objective = objectiveView(cands, r.outcomes, ch.rec, r.width, savingHorizon(pol), r.fbRateSource)
 	ev.ReleaseChainFloorTokens = ch.floor
 	for i, c := range cands {
 		cv := CandidateView{Label: c.Label, Mode: c.Settings.Mode.String(), BarTokens: barPtr(c.Bar), ExcessTokens: r.costs[i],
@@ -425,7 +425,7 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 		}
 		ev.Objective.Candidates = append(ev.Objective.Candidates, cv)
 	}
-	obj.amend(&ev.Objective, r, ch, pol.Cooldown)
+	obj.amend(&ev.Objective, r, ch, savingHorizon(pol))
 	ev.BestByMode = map[string]string{}
 	if ch.best.BestStatic >= 0 {
 		ev.BestByMode["static"] = cands[ch.best.BestStatic].Label
@@ -434,7 +434,7 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 		ev.BestByMode["matchedTokens"] = cands[ch.best.BestMatched].Label
 	}
 	ev.Shadow = ShadowPair{Current: row(cands[0], &r.total[0], r.scale), Recommended: row(rc, &r.total[ch.rec], r.scale)}
-	ev.ExcessCost = costPair(r.costs[0], r.costs[ch.rec], r.width, pol.Cooldown, drain)
+	ev.ExcessCost = costPair(r.costs[0], r.costs[ch.rec], r.width, savingHorizon(pol), drain)
 	ev.RestartCost = restartCost(est, pol.RestartWarmup, r.fbRate, r.fbRates)
 	if r.fbRate > 0 {
 		ev.Objective.SavingOverCooldownSeconds = ev.Objective.SavingOverCooldownTokens / r.fbRate
@@ -444,13 +444,13 @@ func evidence(tg *Target, kind string, est *estimator.Estimates, drain float64, 
 
 // confidence is the documented formula (docs/tuner.md): rate × source ×
 // sample × consistency.
-func confidence(pol config.Policy, est *estimator.Estimates, kind string, ppt ThroughputNote, r *replayed, obj objective, ch choice) ConfidenceParts {
+func confidence(pol config.Policy, est *dayCoverage, kind string, ppt ThroughputNote, r *replayed, obj objective, ch choice) ConfidenceParts {
 	cp := ConfidenceParts{Rate: 1, Source: 1, Sample: 1, Consistency: 1}
 	if ppt.Write {
-		cp.Rate = est.DrainRate.Confidence
+		cp.Rate = est.lookback.DrainRate.Confidence
 	}
 	if kind == SourceKindModel {
-		cp.Source = 0.9 * snapshotCoverage(est, r.window)
+		cp.Source = 0.9 * est.snapshotCoverage(r.window)
 	}
 	cp.Sample = math.Min(1, float64(r.window.Known)/float64(5**pol.MinDecisions))
 	cp.Consistency = obj.consistency(r, ch.rec)

@@ -174,7 +174,7 @@ type ApplyWindowView struct {
 	Window int       `json:"window,omitempty"`
 	Label  string    `json:"label,omitempty"`
 	Open   bool      `json:"open"`
-	Opens  time.Time `json:"opens,omitempty"`
+	Opens  *time.Time `json:"opens,omitempty"`
 	// CostSeconds is the chosen window's restart cost; DayMeanSeconds and
 	// DayMaxSeconds the day's mean and worst window.
 	CostSeconds    *float64 `json:"costSeconds,omitempty"`

@@ -207,7 +207,15 @@ func simPolicy(sc *fleetsim.Scenario) config.Policy {
 	if d := sc.Phases[0].Duration; d > 0 && d < p.Lookback {
 		p.Lookback = d
 	}
-	// A day of the scenario lasts its duration: scale the day-long guards.
+	// A day of the scenario lasts its duration, its phases are the windows
+	// of the day: the evidence is one simulated day.
+	p.DayLength, p.History = sc.Duration(), sc.Duration()
+	if w := sc.Phases[0].Duration; w > 0 && sc.Duration()%w == 0 {
+		p.WindowWidth = w
+	} else {
+		p.WindowWidth = sc.Duration()
+	}
+	// Scale the day-long guards.
 	scale := float64(sc.Duration()) / float64(24*time.Hour)
 	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
 	p.BudgetWindow = sc.Duration()

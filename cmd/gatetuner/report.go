@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gatetuner/gatetuner/tuner"
 )
@@ -67,6 +68,10 @@ func writeReport(w io.Writer, r *tuner.Report) {
 		fmt.Fprintf(&b, ", %s request-seconds of queueing (drains in %ss at %.0f %% utilization)", num(*rc.DelaySeconds), num(*rc.DrainSeconds), 100**rc.Utilization)
 	}
 	fmt.Fprintf(&b, " (%s)\n", ev.RestartCost.Formula)
+	if ev.RestartCost.PricedAt != "" {
+		fmt.Fprintf(&b, "               restart priced at %s\n", ev.RestartCost.PricedAt)
+	}
+	writeDay(&b, ev.Day, obj.Name)
 	e := ev.Estimates
 	fmt.Fprintf(&b, "  estimates    drain rate %s (%s, confidence %.2f)", nump(e.DrainRate), e.DrainStatus, e.DrainConfidence)
 	if e.DrainInterval != nil {
@@ -101,6 +106,58 @@ func writeReport(w io.Writer, r *tuner.Report) {
 		}
 	}
 	io.WriteString(w, b.String()+"\n")
+}
+
+// writeDay prints the day-level choice: the rule, every window's table row
+// (so "why not X at 9:00?" has an answer) and the apply window.
+func writeDay(b *strings.Builder, d *tuner.DayView, objective string) {
+	if d == nil {
+		return
+	}
+	unit, f := "s TTFT p90", func(v *float64) string {
+		if v == nil {
+			return "—"
+		}
+		return strconv.FormatFloat(*v, 'f', 3, 64)
+	}
+	if objective == tuner.ObjectiveExcessTokens {
+		unit, f = "excess tokens", func(v *float64) string {
+			if v == nil {
+				return "—"
+			}
+			return num(*v)
+		}
+	}
+	fmt.Fprintf(b, "  day          %s windows of %s over a %s history; score %s → %s (%s)\n", num(float64(len(d.Windows))),
+		time.Duration(d.WindowWidthSeconds*float64(time.Second)), time.Duration(d.HistorySeconds*float64(time.Second)),
+		f(d.CurrentScore), f(d.RecommendedScore), unit)
+	fmt.Fprintf(b, "               rule: %s\n", d.Rule)
+	fmt.Fprintf(b, "    %-15s %4s %10s %12s %12s  %-28s %12s %-6s %s\n", "window", "days", "requests", "current", "recommended", "window's best", "best score", "10 %", "restart s")
+	for _, w := range d.Windows {
+		rule := "pass"
+		switch {
+		case w.Decisions == 0:
+			rule = "—"
+		case !w.Judged:
+			rule = "thin"
+		case !w.Pass:
+			rule = "FAIL"
+		}
+		fmt.Fprintf(b, "    %-15s %4d %10s %12s %12s  %-28s %12s %-6s %s\n", w.Label, w.Days, num(w.Requests), f(w.Current), f(w.Recommended),
+			w.Best, f(w.BestScore), rule, nump(w.RestartCost))
+	}
+	if d.Note != "" {
+		fmt.Fprintf(b, "               note: %s\n", d.Note)
+	}
+	q := d.Queries
+	fmt.Fprintf(b, "               window estimates: %d queried (%d Prometheus queries, %d failed), %d cached%s\n",
+		q.SpansQueried, q.Queries, q.Failed, q.SpansCached, ifStr(q.Note != "", "; "+q.Note))
+	if len(d.Skipped) > 0 {
+		fmt.Fprintf(b, "               spans the model skipped: %s\n", strings.Join(d.Skipped, "; "))
+	}
+	if a := d.ApplyWindow; a != nil {
+		fmt.Fprintf(b, "  apply window %s: %s\n", a.Kind, a.Detail)
+	}
 }
 
 func ifStr(c bool, s string) string {

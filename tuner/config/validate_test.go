@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOnePassReportsEveryProblem: a target's problems come in one error,
@@ -40,6 +41,45 @@ func TestUnknownKeyAsWritten(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "decoding failed") || strings.Contains(err.Error(), "; ;") {
 				t.Fatalf("raw decoder text in %q", err)
+			}
+		})
+	}
+}
+
+// TestTheDailyCycleKeys: history, dayLength and windowWidth default to a
+// day of hours, errors name the key, and applyWindow takes the words auto
+// and always.
+func TestTheDailyCycleKeys(t *testing.T) {
+	const target = "targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n"
+	c, err := load(t, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Targets[0].Policy
+	if p.History != 24*time.Hour || p.DayLength != 24*time.Hour || p.WindowWidth != time.Hour || p.ApplyWindow == nil || !p.ApplyWindow.Auto || *p.DailyBudget != 1 {
+		t.Fatalf("defaults: history %v dayLength %v windowWidth %v applyWindow %v dailyBudget %d", p.History, p.DayLength, p.WindowWidth, p.ApplyWindow, *p.DailyBudget)
+	}
+	for _, tc := range []struct{ name, extra, want string }{
+		{"a simulated day", "  dayLength: 2h\n  windowWidth: 20m\n  history: 4h\n", ""},
+		{"always", "  applyWindow: always\n", ""},
+		{"a width that does not divide the day", "  dayLength: 2h\n  windowWidth: 25m\n", "windowWidth: 25m0s does not divide dayLength 2h0m0s"},
+		{"a history shorter than a window", "  history: 30m\n", "history: 30m0s is shorter than one window (windowWidth 1h0m0s)"},
+		{"an unknown window word", "  applyWindow: sometimes\n", `applyWindow: want auto, always or {schedule, duration}, got "sometimes"`},
+		{"a cron window without a duration", "  applyWindow:\n    schedule: \"0 2 * * *\"\n", "applyWindow.duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, target+tc.extra, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(tc.extra, "always") && !c.Targets[0].ApplyWindow.Always {
+					t.Errorf("applyWindow %+v", c.Targets[0].ApplyWindow)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -249,7 +249,7 @@ func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, e
 		case ct.Records.File != "":
 			tg.Records = &tuner.RecordsFile{Path: ct.Records.File, Target: ct.Name, Plugin: ct.Plugin}
 		case ct.Records.URL != "":
-			s := &tuner.RecordsStream{URL: ct.Records.URL, Target: ct.Name, Plugin: ct.Plugin, Retention: ct.Lookback}
+			s := &tuner.RecordsStream{URL: ct.Records.URL, Target: ct.Name, Plugin: ct.Plugin, Retention: ct.History}
 			d.watchStream(ct.Name, s)
 			d.streams = append(d.streams, s)
 			tg.Records = s

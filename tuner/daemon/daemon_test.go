@@ -43,6 +43,7 @@ func TestScheduleKeepsGoingPastABrokenTarget(t *testing.T) {
 	pol := config.DefaultPolicy()
 	pol.Schedule = "@every 1s"
 	pol.Lookback = 10 * time.Minute
+	pol.History = pol.Lookback // the evidence the test filled (history no longer follows the lookback)
 	mk := func(name, file string) config.Target {
 		return config.Target{Name: name, File: file, Selector: config.Selector{VLLM: `namespace="x"`, EPP: `namespace="x"`}, Policy: pol}
 	}

@@ -86,6 +86,10 @@ func groupTarget(sc *fleetsim.Scenario, name, path, plugin string, mode string) 
 	pol.Mode = mode
 	pol.Schedule = "@every 1m"
 	pol.Lookback = 20 * time.Minute
+	// The evidence is the phase the test filled, and the joint write is
+	// tested, not the auto apply window (which needs every window of a day).
+	pol.History, pol.DayLength, pol.WindowWidth = 20*time.Minute, 2*time.Hour, 20*time.Minute
+	pol.ApplyWindow = &config.ApplyWindow{Always: true}
 	pol.Cooldown = 20 * time.Minute
 	pol.RestartWarmup = 5 * time.Second
 	bs := sc.EPP.PrefixIndex.BlockSizeTokens
