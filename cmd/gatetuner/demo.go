@@ -220,11 +220,11 @@ func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string,
 func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, res *dayloop.Result, changes []phaseChange) error {
 	def := fleetsim.DefaultSettings()
 	day := sc.DayCount()
-	runs, err := (&dayloop.Judge{}).Runs(ctx, sc, seed, day, []gate.Settings{def})
+	whole, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, SettingsFor: func(int) gate.Settings { return def }})
 	if err != nil {
 		return err
 	}
-	base, tuned := runs[0].Truth, res.Truth
+	base, tuned := lastDay(whole, day), res.Truth
 	fmt.Fprintf(w, "\nday %d, which the tuner had not seen (new draws of the same daily shape), against the same day on the EPP defaults:\n", day)
 	fmt.Fprintf(w, "%-10s %-26s %-26s\n", "phase", "wrongly held  default→tuned", "TTFT p90 (s) default→tuned")
 	for _, p := range base.Phases {
@@ -237,7 +237,15 @@ func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uin
 			fmt.Sprintf("%.2f → %.2f", p.TTFT.P90, tp.TTFT.P90))
 	}
 	bo, to := base.Days[day-1], tuned.Days[day-1]
-	fmt.Fprintf(w, "%-10s %-26s %-26s\n", fmt.Sprintf("day %d", day), pctp(bo.WronglyHeldRate)+" → "+pctp(to.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", bo.TTFT.P90, to.TTFT.P90))
+	label := fmt.Sprintf("day %d", day)
+	if day == 1 {
+		label = "whole run"
+	}
+	fmt.Fprintf(w, "%-10s %-26s %-26s\n", label, pctp(bo.WronglyHeldRate)+" → "+pctp(to.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", bo.TTFT.P90, to.TTFT.P90))
+	if day > 1 {
+		wo, wt := whole.Overall, tuned.Overall
+		fmt.Fprintf(w, "%-10s %-26s %-26s\n", "whole run", pctp(wo.WronglyHeldRate)+" → "+pctp(wt.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", wo.TTFT.P90, wt.TTFT.P90))
+	}
 	fmt.Fprintln(w)
 	writeCosts(w, base, tuned, def.BarTokens(), changes)
 	var hs []string
@@ -256,4 +264,16 @@ func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uin
 	fmt.Fprintf(w, "   holds: %s\n", strings.Join(hs, ", "))
 	fmt.Fprintln(w, overallVerdict(bo, to))
 	return nil
+}
+
+// lastDay is tr with only day's phases (the per-day pools kept).
+func lastDay(tr *fleetsim.Truth, day int) *fleetsim.Truth {
+	c := *tr
+	c.Phases = nil
+	for _, p := range tr.Phases {
+		if d, _, ok := fleetsim.SplitDayPhase(p.Name); ok && d == day {
+			c.Phases = append(c.Phases, p)
+		}
+	}
+	return &c
 }
