@@ -118,9 +118,14 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 			return err
 		}
 	}
-	pr := &demoPrinter{w: out, pol: dayloop.Policy(sc)}
+	pol := dayloop.Policy(sc)
+	if sc.DayCount() == 1 {
+		// One simulated day: no day of history yet to choose an auto window from.
+		pol.ApplyWindow = &config.ApplyWindow{Always: true}
+	}
+	pr := &demoPrinter{w: out, pol: pol}
 	loop, err := dayloop.New(ctx, dayloop.Options{Scenario: sc, Profile: prof, Seed: o.seed, CycleEvery: o.cycleEvery,
-		RestartAfter: o.restartAfter, Dir: dir, Logger: logger, Version: version, Commit: commit, Observer: pr})
+		RestartAfter: o.restartAfter, Dir: dir, Policy: &pol, Logger: logger, Version: version, Commit: commit, Observer: pr})
 	if err != nil {
 		return err
 	}
