@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,23 +43,23 @@ func TestDayTwoProof(t *testing.T) {
 	ctx := context.Background()
 	j := &Judge{Workers: 2, Warmup: proofWarmup}
 	var table []string
-	for _, name := range []string{"prompt-shift", "trace-drift"} {
-		sc := twoDays(t, name)
-		for _, pn := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
-			prof, err := gate.LookupProfile(pn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, src := range []string{config.SourceModel, config.SourceRecords} {
-				cell := name + "/" + pn + "/" + src
-				t.Run(cell, func(t *testing.T) {
-					row := proveCell(ctx, t, j, sc, prof, src)
-					table = append(table, fmt.Sprintf("| %s | %s | %s | %s |", name, pn, src, row))
+	scs := map[string]*fleetsim.Scenario{"prompt-shift": twoDays(t, "prompt-shift"), "trace-drift": twoDays(t, "trace-drift")}
+	for _, src := range []string{config.SourceModel, config.SourceRecords} {
+		for _, name := range []string{"prompt-shift", "trace-drift"} {
+			for _, pn := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
+				prof, err := gate.LookupProfile(pn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Run(name+"/"+pn+"/"+src, func(t *testing.T) {
+					cpu := cpuTime()
+					row := proveCell(ctx, t, j, scs[name], prof, src)
+					table = append(table, fmt.Sprintf("| %s | %s | %s | %s %.0f s |", name, pn, src, row, (cpuTime() - cpu).Seconds()))
 				})
 			}
 		}
 	}
-	t.Logf("day 2 matrix (TTFT p90 s):\n| scenario | profile | source | default | best constant | tuned | gap | closed | worst phase | wh tuned | applies |\n|---|---|---|---|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+	t.Logf("day 2 matrix (TTFT p90 s):\n| scenario | profile | source | default | best constant | tuned | gap | closed | worst phase | wh tuned | applies | CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
 }
 
 func twoDays(t *testing.T, name string) *fleetsim.Scenario {
@@ -76,7 +77,7 @@ func twoDays(t *testing.T, name string) *fleetsim.Scenario {
 
 // proveCell runs one cell, checks its claims and returns its table row.
 func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenario, prof gate.Profile, src string) string {
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), cpuTime()
 	l, err := New(ctx, Options{Scenario: sc, Profile: prof, Source: src, Seed: 1, CycleEvery: 10 * time.Minute, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenari
 	if err != nil {
 		t.Fatal(err)
 	}
-	loopWall := time.Since(t0)
+	loopWall, loopCPU := time.Since(t0), cpuTime()-cpu0
 	cands := Constants(prof)
 	sweep, err := j.Runs(ctx, sc, 1, 2, cands)
 	if err != nil {
@@ -106,9 +107,9 @@ func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenari
 		perDay[d]++
 		applies = append(applies, fmt.Sprintf("%s (%s) → %s", clockOf(a.Restart), a.Phase, barOf(a.Settings)))
 	}
-	t.Logf("day 2: default %.3f s, best constant %.3f s (%s), tuned %.3f s; gap %.0f %%, closed %.2f; worst phase %s ×%.2f; wh tuned %s; %d cycles, applies %d: %s; holds %v; loop %s",
+	t.Logf("day 2: default %.3f s, best constant %.3f s (%s), tuned %.3f s; gap %.0f %%, closed %.2f; worst phase %s ×%.2f; wh tuned %s; %d cycles, applies %d: %s; holds %v; loop %s wall, %s CPU (the process's)",
 		v.Default.TTFT.P90, v.Best.TTFT.P90, barOf(v.BestSettings), v.Tuned.TTFT.P90, 100*v.Gap, v.Closed, v.WorstPhase, v.WorstRatio,
-		pct(v.Tuned.WronglyHeldRate), res.Cycles, len(res.Applies), strings.Join(applies, ", "), res.Holds, loopWall.Round(time.Second))
+		pct(v.Tuned.WronglyHeldRate), res.Cycles, len(res.Applies), strings.Join(applies, ", "), res.Holds, loopWall.Round(time.Second), loopCPU.Round(time.Second))
 
 	cell := sc.Name + "/" + prof.Name + "/" + src
 	check := func(claim string, ok bool, measured string) {
@@ -147,6 +148,15 @@ func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenari
 	}
 	return fmt.Sprintf("%.3f | %.3f (%s) | %.3f | %.0f %% | %s | %s ×%.2f | %s | %s |", v.Default.TTFT.P90, v.Best.TTFT.P90, barOf(v.BestSettings),
 		v.Tuned.TTFT.P90, 100*v.Gap, closed, v.WorstPhase, v.WorstRatio, pct(v.Tuned.WronglyHeldRate), strings.Join(applies, "; "))
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func pct(p *float64) string {
