@@ -82,7 +82,7 @@ func TestNoisyWeekAppliesAtMostOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates seven days")
 	}
-	res := runLoop(context.Background(), t, noisyWeek(t), gate.ProfileRouter202608, config.SourceModel, 20*time.Minute)
+	res := runLoop(context.Background(), t, noisyWeek(t), gate.ProfileRouter202608, config.SourceModel, 10*time.Minute)
 	if len(res.Applies) > 1 {
 		t.Errorf("%d applies in a stationary week, want at most 1", len(res.Applies))
 	}
