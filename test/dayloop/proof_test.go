@@ -33,9 +33,6 @@ var knownMisses = map[string]string{}
 // proofEnv set to "full" adds the gate-records cells to TestDayTwoProof.
 const proofEnv = "GATETUNER_PROOF"
 
-// proofJudge settings: every pure run warms up on the phase before day 2.
-const proofWarmup = 20 * time.Minute
-
 // TestDayTwoProof runs the closed loop over two simulated days for each
 // scenario × profile × decision source and judges day 2 — traffic the tuner
 // did not see — against the EPP default all day and the best constant
@@ -46,7 +43,7 @@ func TestDayTwoProof(t *testing.T) {
 		t.Skip("simulates 8 closed loops of two days and their sweeps")
 	}
 	ctx := context.Background()
-	j := &Judge{Workers: 2, Warmup: proofWarmup}
+	j := &Judge{Workers: 2} // exact: every pure run simulates day 1 before day 2
 	var table []string
 	scs := map[string]*fleetsim.Scenario{"prompt-shift": twoDays(t, "prompt-shift"), "trace-drift": twoDays(t, "trace-drift")}
 	sources := []string{config.SourceModel}
