@@ -50,7 +50,7 @@ func TestDayTwoProof(t *testing.T) {
 	if os.Getenv(proofEnv) == "full" {
 		sources = append(sources, config.SourceRecords)
 	} else {
-		t.Logf("gate-records cells skipped: each cycle replays a whole day of records against every candidate (docs/benchmarks.md); %s=full runs them", proofEnv)
+		t.Logf("gate-records cells skipped: each cycle replays a whole day of records against every candidate (docs/tuner.md, Proof: day 2 judged); %s=full runs them", proofEnv)
 	}
 	for _, src := range sources {
 		for _, name := range []string{"prompt-shift", "trace-drift"} {
