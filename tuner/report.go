@@ -171,9 +171,9 @@ type ApplyWindowView struct {
 	Kind string `json:"kind"`
 	// Window and Label name the auto window; Opens is its next start
 	// (zero while it is open).
-	Window int       `json:"window,omitempty"`
-	Label  string    `json:"label,omitempty"`
-	Open   bool      `json:"open"`
+	Window int        `json:"window,omitempty"`
+	Label  string     `json:"label,omitempty"`
+	Open   bool       `json:"open"`
 	Opens  *time.Time `json:"opens,omitempty"`
 	// CostSeconds is the chosen window's restart cost; DayMeanSeconds and
 	// DayMaxSeconds the day's mean and worst window.

@@ -62,7 +62,7 @@ func TestDayTwoProof(t *testing.T) {
 				t.Run(name+"/"+pn+"/"+src, func(t *testing.T) {
 					cpu := cpuTime()
 					row := proveCell(ctx, t, j, scs[name], prof, src)
-					table = append(table, fmt.Sprintf("| %s | %s | %s | %s %.0f s |", name, pn, src, row, (cpuTime() - cpu).Seconds()))
+					table = append(table, fmt.Sprintf("| %s | %s | %s | %s %.0f s |", name, pn, src, row, (cpuTime()-cpu).Seconds()))
 				})
 			}
 		}
