@@ -3,7 +3,6 @@ package tuner
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
@@ -229,14 +228,4 @@ func (d *dayEvidence) latest(k int) *spanEstimate {
 		}
 	}
 	return nil
-}
-
-// sortedIndexes are the window indexes of the day in order.
-func sortedIndexes(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
 }
