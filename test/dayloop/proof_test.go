@@ -28,7 +28,12 @@ const (
 // docs/tuner.md ("Proof: day 2 judged"). A miss listed here is logged, not
 // failed; every claim not listed must hold. Remove a line when the claim
 // holds (the test logs "now holds").
-var knownMisses = map[string]string{}
+var knownMisses = map[string]string{
+	"prompt-shift/router-2026-08/prometheus-model no-harm": "night ×1.20: the one apply restarts the EPP at 02:00, in the night window auto chose",
+	"prompt-shift/penalty-mode/prometheus-model no-harm":   "afternoon ×1.13 (the best constant's afternoon is ×1.08 too)",
+	"prompt-shift/penalty-mode/prometheus-model gain":      "closed 0.43 of a 31 % gap",
+	"trace-drift/penalty-mode/prometheus-model held-1pc":   "wrongly held 16.3 %: the tuner holds the default, the best constant on this trace",
+}
 
 // proofEnv set to "full" adds the gate-records cells to TestDayTwoProof.
 const proofEnv = "GATETUNER_PROOF"
