@@ -1,33 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/gatetuner/gatetuner/estimator/prom"
-	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
-	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
-	"github.com/gatetuner/gatetuner/tuner/daemon"
-	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
 func init() { commands = append(commands, newDemoCmd) }
@@ -36,6 +27,7 @@ type demoOpts struct {
 	scenario, profile, address, dir string
 	plugin                          string
 	seed                            uint64
+	days                            int
 	cycleEvery, restartAfter        time.Duration
 	keepServing                     time.Duration
 	verbose                         bool
@@ -51,20 +43,21 @@ func newDemoCmd(a *app) *cobra.Command {
 		Use:   "demo",
 		Short: "The main job on an embedded default: a simulated llm-d pool whose gate drifts, tuned live",
 		Long: `demo runs gatetuner's whole loop on a simulated pool, with nothing to install:
-the fleet simulator plays a compressed day of the prompt-shift scenario (mean prompts
-grow from ~5k to ~78k tokens, so a static gate bar goes stale) and serves its vLLM and
-EPP metrics; an embedded Prometheus scrapes them; every few simulated minutes the
-daemon estimates, replays the gate in shadow for the current and candidate settings,
-and — inside its guards, in configmap mode — edits an EPP config file in a temporary
-folder. The simulated EPP restarts onto each edit, as an operator's rollout would.
+the fleet simulator plays two compressed days of the prompt-shift scenario (each day
+the mean prompt grows from ~5k to ~78k tokens, so a static gate bar goes stale; day 2
+has the same shape with new draws) and serves its vLLM and EPP metrics; an embedded
+Prometheus scrapes them; every few simulated minutes the daemon estimates, replays
+the gate in shadow for the current and candidate settings, and — inside its guards,
+in configmap mode — edits an EPP config file in a temporary folder. The simulated
+EPP restarts onto each edit, as an operator's rollout would.
 
 One line per cycle shows the numbers; each applied diff is printed; /metrics serves
-the daemon's metrics throughout. The summary compares the wrongly-held rate and TTFT
-with the same day (same seed) run on the untouched default settings.
+the daemon's metrics throughout. The summary judges the last day, which the tuner
+had not seen when it chose: per phase, the wrongly-held rate and TTFT p90 against
+the same day (same seed) run on the untouched default settings, and when it applied.
 
 Simulated time runs as fast as the machine allows, so the guards' clocks are scaled
-to the compressed day. The day and the default replay for the summary take about 21 s
-with a prebuilt binary on two idle cores (docs/benchmarks.md).`,
+to the compressed day (docs/benchmarks.md has the run time).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), a, &o) },
 	}
@@ -73,6 +66,7 @@ with a prebuilt binary on two idle cores (docs/benchmarks.md).`,
 	f.StringVar(&o.plugin, "plugin", "", "name of the filter instance in the demo's EPP config, which the daemon manages (default: the scenario's)")
 	f.StringVar(&o.profile, "profile", gate.ProfileRouter202608, "EPP build profile of the simulated EPP ("+gate.ProfilePenaltyMode+" lets the tuner use penaltyMode: matchedTokens)")
 	f.Uint64Var(&o.seed, "seed", 1, "simulator seed")
+	f.IntVar(&o.days, "days", 2, "simulated days (the scenario's phases repeated; the last day is judged against the default)")
 	f.DurationVar(&o.cycleEvery, "cycle-every", 5*time.Minute, "simulated time between cycles")
 	f.DurationVar(&o.restartAfter, "restart-after", time.Minute, "simulated time between a write and the EPP's restart onto it")
 	f.StringVar(&o.address, "metrics-address", "127.0.0.1:0", "serve the daemon's /metrics, /healthz, /readyz, /reports here")
@@ -84,7 +78,7 @@ with a prebuilt binary on two idle cores (docs/benchmarks.md).`,
 }
 
 func runDemo(ctx context.Context, a *app, o *demoOpts) error {
-	sc, err := o.trace.load(o.scenario)
+	one, err := o.trace.load(o.scenario)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -96,10 +90,17 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 		if !pluginName.MatchString(o.plugin) {
 			return usageErr("--plugin %q: a plugin name is letters, digits, '.', '_' and '-'", o.plugin)
 		}
-		sc.EPP.Plugin = o.plugin
+		one.EPP.Plugin = o.plugin
 	}
-	if o.cycleEvery < sc.ScrapeInterval {
-		return usageErr("--cycle-every must be at least the scrape interval (%s)", sc.ScrapeInterval)
+	if o.cycleEvery < one.ScrapeInterval {
+		return usageErr("--cycle-every must be at least the scrape interval (%s)", one.ScrapeInterval)
+	}
+	if o.days < 1 {
+		return usageErr("--days must be at least 1, got %d", o.days)
+	}
+	sc, err := fleetsim.Days(one, o.days)
+	if err != nil {
+		return asUsage(err)
 	}
 	dir := o.dir
 	if dir == "" {
@@ -111,124 +112,53 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 		return err
 	}
 	out := a.stdout
-	start := fleetsim.DefaultBaseTime()
-	clk := testingclock.NewFakeClock(start)
-	now := clk.Now
-
-	// The EPP config the simulated EPP runs and the daemon edits.
-	base := fleetsim.DefaultSettings()
-	path, err := simenv.WriteEPPConfig(dir, sc, base, false)
-	if err != nil {
-		return err
-	}
-	live, err := fleetsim.NewLive(sc, fleetsim.LiveOptions{Seed: o.seed, Start: start, Now: now,
-		Settings: fleetsim.EPPConfigFile{Path: path, Plugin: sc.EPP.Plugin, Profile: prof}, Logger: quietLogger()})
-	if err != nil {
-		return err
-	}
-	metrics := exporter.New(version, commit)
-	metrics.Leader.Set(1) // one daemon, no election
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: filepath.Join(dir, "tsdb"), Now: now, Logger: quietLogger(),
-		Observer: daemon.QueryObserver(metrics)})
-	if err != nil {
-		return err
-	}
-	defer emb.Close()
-
 	logger := quietLogger()
 	if o.verbose {
 		if logger, err = newLogger(a, "info", "text"); err != nil {
 			return err
 		}
 	}
-	pol := simPolicy(sc)
-	pol.Mode = config.ModeConfigMap
-	pol.Lookback = 15 * time.Minute
-	// One simulated day: no day of history yet to choose an auto window from.
-	pol.ApplyWindow = &config.ApplyWindow{Always: true}
-	et := simenv.EstimatorTarget(sc)
-	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
-		Name: sc.Target, File: path, Plugin: sc.EPP.Plugin, Profile: prof.Name, MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector: config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
-	}}}
-	d, err := daemon.New(ctx, cfg, daemon.Deps{Logger: logger, Metrics: metrics, Querier: emb, Clock: now, Seed: o.seed,
-		SinkOptions: func(so *sink.Options) { so.Clock = clk; so.Identity = "gatetuner-demo" }})
+	pol := dayloop.Policy(sc)
+	if sc.DayCount() == 1 {
+		// One simulated day: no day of history yet to choose an auto window from.
+		pol.ApplyWindow = &config.ApplyWindow{Always: true}
+	}
+	pr := &demoPrinter{w: out, pol: pol}
+	loop, err := dayloop.New(ctx, dayloop.Options{Scenario: sc, Profile: prof, Seed: o.seed, CycleEvery: o.cycleEvery,
+		RestartAfter: o.restartAfter, Dir: dir, Policy: &pol, Logger: logger, Version: version, Commit: commit, Observer: pr})
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	tg := d.Targets()[0]
+	defer loop.Close()
+	pr.start, pr.path, pr.pol = loop.Start(), loop.Path(), loop.TargetPolicy()
 
 	ln, err := net.Listen("tcp", o.address)
 	if err != nil {
 		return usageErr("--metrics-address: %v", err)
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: loop.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	fmt.Fprintf(out, "gatetuner demo: %s, %d pods, %s simulated in %d phases; profile %s\n", sc.Name, sc.Pods.Count, sc.Duration(), len(sc.Phases), prof.Name)
-	fmt.Fprintf(out, "EPP config: %s (starts at the EPP defaults: %s)\n", path, (&base).String())
+	base := fleetsim.DefaultSettings()
+	fmt.Fprintf(out, "gatetuner demo: %s, %d pods, %d simulated day(s) of %s in %d phases; profile %s\n", one.Name, sc.Pods.Count, sc.DayCount(), sc.DayDuration(), len(one.Phases), prof.Name)
+	fmt.Fprintf(out, "EPP config: %s (starts at the EPP defaults: %s)\n", loop.Path(), (&base).String())
 	fmt.Fprintf(out, "metrics:    http://%s/metrics   decision records: http://%s/reports\n", ln.Addr(), ln.Addr())
 	fmt.Fprintf(out, "bar:        the queued prefill a request's cached pod may carry before the gate sends it elsewhere;\n")
 	fmt.Fprintf(out, "            bar = maxTTFTPenaltyMs × peakPrefillThroughput / 1000 = %s\n", barFormula(base.MaxTTFTPenaltyMs, base.PeakPrefillThroughput))
 	fmt.Fprintf(out, "wh:         wrongly held — pinned to a pod whose queue cost more than re-prefilling elsewhere (the shadow's estimate now → recommended)\n\n")
-	barW := 22
+	pr.barW = 22
 	if prof.Accepts(gate.KeyPenaltyMode) {
-		barW = 32 // room for a mode change ("static 71,676→matchedTokens 17,919")
+		pr.barW = 32 // room for a mode change ("static 71,676→matchedTokens 17,919")
 	}
-	fmt.Fprintf(out, "%-8s %-9s %-12s %-*s %-10s %-10s %-5s %s\n", "time", "phase", "result", barW, "bar (tokens) now→rec", "wh now", "wh rec", "conf", "why")
+	fmt.Fprintf(out, "%-8s %-12s %-12s %-*s %-10s %-10s %-5s %s\n", "time", "phase", "result", pr.barW, "bar (tokens) now→rec", "wh now", "wh rec", "conf", "why")
 
-	wall := time.Now()
-	end := start.Add(sc.Duration())
-	var pendingSince time.Time
-	var applies int
-	var changes []phaseChange
-	var lastWhy string
-	holds := map[string]int{}
-	nextCycle := start.Add(o.cycleEvery)
-	for vt := start.Add(sc.ScrapeInterval); !vt.After(end); vt = vt.Add(sc.ScrapeInterval) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		clk.SetTime(vt)
-		if err := scrapeInto(ctx, live, emb, vt); err != nil {
-			return err
-		}
-		if !pendingSince.IsZero() && !vt.Before(pendingSince.Add(o.restartAfter)) {
-			// The operator rolls the EPP onto the written config.
-			if err := live.Restart(ctx); err != nil {
-				fmt.Fprintf(out, "%s EPP restart failed: %v\n", clock(vt, start), err)
-			} else if err := tg.Sink.MarkRestarted(ctx, vt); err != nil && !errors.Is(err, sink.ErrNoPendingRestart) {
-				return err
-			}
-			st := live.Settings()
-			fmt.Fprintf(out, "%s          EPP restarted onto the new config: %s\n", clock(vt, start), st.String())
-			changes = append(changes, phaseChange{at: vt.Sub(start), phase: live.Phase(), bar: st.BarTokens(), why: lastWhy})
-			pendingSince = time.Time{}
-		}
-		if vt.Before(nextCycle) {
-			continue
-		}
-		nextCycle = nextCycle.Add(o.cycleEvery)
-		reps, err := d.RunOnce(ctx, "")
-		if err != nil {
-			return err
-		}
-		r := reps[0]
-		printCycle(out, r, vt, start, live.Phase(), pol, barW)
-		switch {
-		case r.Result == tuner.ResultApplied:
-			applies++
-			pendingSince = vt
-			lastWhy = cycleWhy(r, pol)
-			writeApplied(out, r, path)
-		case r.Hold != nil:
-			holds[string(r.Hold.Reason)]++
-		}
+	res, err := loop.Run(ctx)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "\nsimulated %s in %s\n", sc.Duration(), time.Since(wall).Round(time.Second))
-	if err := summarize(ctx, out, sc, o.seed, live.Truth(), applies, holds, changes); err != nil {
+	fmt.Fprintf(out, "\nsimulated %s in %s\n", sc.Duration(), res.Wall.Round(time.Second))
+	if err := summarize(ctx, out, sc, o.seed, res, pr.changes); err != nil {
 		return err
 	}
 	if o.keepServing > 0 {
@@ -241,16 +171,35 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	return nil
 }
 
-// scrapeInto scrapes the simulated fleet once and stores the samples at vt.
-func scrapeInto(ctx context.Context, live *fleetsim.Live, emb *prom.Embedded, vt time.Time) error {
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil).WithContext(ctx)
-	live.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return fmt.Errorf("scrape the simulated fleet: HTTP %d: %s", rec.Code, rec.Body.String())
+// demoPrinter prints the closed loop's cycles and restarts as they happen.
+type demoPrinter struct {
+	w       io.Writer
+	start   time.Time
+	path    string
+	pol     config.Policy
+	barW    int
+	lastWhy string
+	changes []phaseChange
+}
+
+func (p *demoPrinter) Cycle(vt time.Time, phase string, r *tuner.Report) {
+	printCycle(p.w, r, vt, p.start, phase, p.pol, p.barW)
+	if r.Result == tuner.ResultApplied {
+		p.lastWhy = cycleWhy(r, p.pol)
+		if rec := r.Recommendation; rec != nil && rec.Evidence.Day != nil && rec.Evidence.Day.ApplyWindow != nil {
+			fmt.Fprintf(p.w, "           apply window: %s\n", rec.Evidence.Day.ApplyWindow.Detail)
+		}
+		writeApplied(p.w, r, p.path)
 	}
-	_, err := emb.IngestText(ctx, bytes.NewReader(rec.Body.Bytes()), prom.IngestOptions{Format: prom.FormatPrometheusText, DefaultTime: vt})
-	return err
+}
+
+func (p *demoPrinter) Restarted(vt time.Time, phase string, st gate.Settings, err error) {
+	if err != nil {
+		fmt.Fprintf(p.w, "%s EPP restart failed: %v\n", clock(vt, p.start), err)
+		return
+	}
+	fmt.Fprintf(p.w, "%s              EPP restarted onto the new config: %s\n", clock(vt, p.start), st.String())
+	p.changes = append(p.changes, phaseChange{at: vt.Sub(p.start), phase: phase, bar: st.BarTokens(), why: p.lastWhy})
 }
 
 func clock(vt, start time.Time) string {
@@ -268,35 +217,68 @@ func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string,
 			barRec = rec.Mode + " " + barRec
 		}
 	}
-	fmt.Fprintf(w, "%-8s %-9s %-12s %-*s %-10s %-10s %-5s %s\n", clock(vt, start), phase, r.Result, barW, barNow+"→"+barRec, whNow, whRec, conf, cycleWhy(r, pol))
+	fmt.Fprintf(w, "%-8s %-12s %-12s %-*s %-10s %-10s %-5s %s\n", clock(vt, start), phase, r.Result, barW, barNow+"→"+barRec, whNow, whRec, conf, cycleWhy(r, pol))
 }
 
-// summarize compares the tuned day with the same day on the default settings.
-func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, tuned *fleetsim.Truth, applies int, holds map[string]int, changes []phaseChange) error {
+// summarize compares the last simulated day, tuned, with the same day
+// (same seed) on the untouched default settings.
+func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, res *dayloop.Result, changes []phaseChange) error {
 	def := fleetsim.DefaultSettings()
-	base, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, SettingsFor: func(int) gate.Settings { return def }})
+	day := sc.DayCount()
+	whole, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, SettingsFor: func(int) gate.Settings { return def }})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%-10s %-26s %-26s\n", "phase", "wrongly held  default→tuned", "TTFT p90 (s) default→tuned")
+	base, tuned := lastDay(whole, day), res.Truth
+	fmt.Fprintf(w, "\nday %d, which the tuner had not seen (new draws of the same daily shape), against the same day on the EPP defaults:\n", day)
+	fmt.Fprintf(w, "%-10s %-26s %-26s\n", "phase", "wrongly held  default→tuned", "TTFT p90 (s) default→tuned")
 	for _, p := range base.Phases {
 		tp := tuned.Phase(p.Name)
 		if tp == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%-10s %-26s %-26s\n", p.Name, pctp(p.WronglyHeldRate)+" → "+pctp(tp.WronglyHeldRate),
+		_, name, _ := fleetsim.SplitDayPhase(p.Name)
+		fmt.Fprintf(w, "%-10s %-26s %-26s\n", name, pctp(p.WronglyHeldRate)+" → "+pctp(tp.WronglyHeldRate),
 			fmt.Sprintf("%.2f → %.2f", p.TTFT.P90, tp.TTFT.P90))
 	}
-	bo, to := base.Overall, tuned.Overall
-	fmt.Fprintf(w, "%-10s %-26s %-26s\n", "whole run", pctp(bo.WronglyHeldRate)+" → "+pctp(to.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", bo.TTFT.P90, to.TTFT.P90))
+	bo, to := base.Days[day-1], tuned.Days[day-1]
+	label := fmt.Sprintf("day %d", day)
+	if day == 1 {
+		label = "whole run"
+	}
+	fmt.Fprintf(w, "%-10s %-26s %-26s\n", label, pctp(bo.WronglyHeldRate)+" → "+pctp(to.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", bo.TTFT.P90, to.TTFT.P90))
+	if day > 1 {
+		wo, wt := whole.Overall, tuned.Overall
+		fmt.Fprintf(w, "%-10s %-26s %-26s\n", "whole run", pctp(wo.WronglyHeldRate)+" → "+pctp(wt.WronglyHeldRate), fmt.Sprintf("%.2f → %.2f", wo.TTFT.P90, wt.TTFT.P90))
+	}
 	fmt.Fprintln(w)
 	writeCosts(w, base, tuned, def.BarTokens(), changes)
 	var hs []string
-	for k, v := range holds {
+	for k, v := range res.Holds {
 		hs = append(hs, fmt.Sprintf("%s ×%d", k, v))
 	}
 	sort.Strings(hs)
-	fmt.Fprintf(w, "\napplies: %d   holds: %s\n", applies, strings.Join(hs, ", "))
+	var when []string
+	for _, a := range res.Applies {
+		when = append(when, fmt.Sprintf("%s in %s", clockOf(a.Restart), a.Phase))
+	}
+	fmt.Fprintf(w, "\napplies: %d", len(res.Applies))
+	if len(when) > 0 {
+		fmt.Fprintf(w, " (EPP restarts at %s)", strings.Join(when, ", "))
+	}
+	fmt.Fprintf(w, "   holds: %s\n", strings.Join(hs, ", "))
 	fmt.Fprintln(w, overallVerdict(bo, to))
 	return nil
+}
+
+// lastDay is tr with only day's phases (the per-day pools kept).
+func lastDay(tr *fleetsim.Truth, day int) *fleetsim.Truth {
+	c := *tr
+	c.Phases = nil
+	for _, p := range tr.Phases {
+		if d, _, ok := fleetsim.SplitDayPhase(p.Name); ok && d == day {
+			c.Phases = append(c.Phases, p)
+		}
+	}
+	return &c
 }

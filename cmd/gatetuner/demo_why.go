@@ -159,6 +159,14 @@ func writeCosts(w io.Writer, base, tuned *fleetsim.Truth, defBar float64, change
 	var lines []string
 	inForce := defBar
 	ci := 0
+	judged := map[string]bool{}
+	for _, p := range base.Phases {
+		judged[p.Name] = true
+	}
+	for ci < len(changes) && !judged[changes[ci].phase] { // earlier days set the bar the judged one starts on
+		inForce = changes[ci].bar
+		ci++
+	}
 	for _, p := range base.Phases {
 		tp := tuned.Phase(p.Name)
 		var during []phaseChange

@@ -61,9 +61,12 @@ func NewLive(sc *Scenario, opt LiveOptions) (*Live, error) {
 	if scale == 0 {
 		scale = 1
 	}
-	csc, err := sc.Compressed(scale)
-	if err != nil {
-		return nil, err
+	csc := sc // uncompressed: trace scenarios run live at their own speed
+	if scale != 1 {
+		var err error
+		if csc, err = sc.Compressed(scale); err != nil {
+			return nil, err
+		}
 	}
 	now := opt.Now
 	if now == nil {

@@ -46,6 +46,9 @@ type Scenario struct {
 	// Trace, when set, replays a request trace beside the session classes
 	// (which may then be empty).
 	Trace *TraceSpec
+	// DayPhases is the number of phases in one simulated day of a scenario
+	// Days made (0: not a multi-day scenario).
+	DayPhases int
 }
 
 // PodsSpec is the set of identical vLLM pods.

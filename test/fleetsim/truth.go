@@ -25,6 +25,9 @@ type Truth struct {
 	Phases                []PhaseTruth   `json:"phases"`
 	// Overall pools the measured phases' requests and verdicts.
 	Overall OverallTruth `json:"overall"`
+	// Days pools each simulated day's measured phases (scenarios Days made
+	// only; Days[0] is day 1).
+	Days []OverallTruth `json:"days,omitempty"`
 	// Windows lists every saturated window of every pod, in time then pod order.
 	Windows []Window `json:"windows"`
 	// Exporters is what the run exported and what Prometheus can see of it.
@@ -481,6 +484,7 @@ func (s *sim) truth() *Truth {
 	}
 	var allTTFT []float64
 	var heldWrong, known int64
+	days := newDayPool(s.sc)
 	for pi := range s.sc.Phases {
 		ps, pe := s.phaseStart[pi], s.phaseEnd[pi]
 		if pe <= s.measStart || ps >= end {
@@ -551,10 +555,59 @@ func (s *sim) truth() *Truth {
 		allTTFT = append(allTTFT, acc.ttft...)
 		t.Overall.Requests += acc.requests
 		heldWrong, known = heldWrong+pt.Verdicts.HeldWrong, known+pt.Verdicts.Known()
+		days.add(pi, acc.ttft, acc.requests, pt.Verdicts)
 	}
 	t.Overall.TTFT = quantiles(allTTFT)
 	if known > 0 {
 		t.Overall.WronglyHeldRate = ptr(float64(heldWrong) / float64(known))
 	}
+	t.Days = days.truth()
 	return t
+}
+
+// dayPool pools the measured phases of each simulated day.
+type dayPool struct {
+	perDay          int
+	ttft            [][]float64
+	requests        []int
+	heldWrong, know []int64
+	seen            []bool
+}
+
+func newDayPool(sc *Scenario) *dayPool {
+	p := &dayPool{perDay: sc.DayPhases}
+	if n := sc.DayCount(); sc.DayPhases > 0 {
+		p.ttft, p.requests = make([][]float64, n), make([]int, n)
+		p.heldWrong, p.know, p.seen = make([]int64, n), make([]int64, n), make([]bool, n)
+	}
+	return p
+}
+
+func (p *dayPool) add(phase int, ttft []float64, requests int, v Verdicts) {
+	if p.perDay <= 0 {
+		return
+	}
+	d := phase / p.perDay
+	p.ttft[d] = append(p.ttft[d], ttft...)
+	p.requests[d] += requests
+	p.heldWrong[d] += v.HeldWrong
+	p.know[d] += v.Known()
+	p.seen[d] = true
+}
+
+func (p *dayPool) truth() []OverallTruth {
+	if p.perDay <= 0 {
+		return nil
+	}
+	out := make([]OverallTruth, len(p.ttft))
+	for d := range out {
+		if !p.seen[d] {
+			continue
+		}
+		out[d] = OverallTruth{Requests: p.requests[d], TTFT: quantiles(p.ttft[d])}
+		if p.know[d] > 0 {
+			out[d].WronglyHeldRate = ptr(float64(p.heldWrong[d]) / float64(p.know[d]))
+		}
+	}
+	return out
 }

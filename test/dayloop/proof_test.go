@@ -1,0 +1,222 @@
+package dayloop
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/tuner/config"
+)
+
+// The claims of the day-level tuner (issue #16, docs/tuner.md "Proof").
+const (
+	claimNoHarm  = "no-harm"  // no phase of day 2 has TTFT p90 > 10 % over the default's
+	claimGain    = "gain"     // day 2 closes ≥ half the default–best-constant gap where it is ≥ 10 %
+	claimApplies = "applies"  // ≤ 1 apply per simulated day, inside the apply window
+	claimHeld    = "held-1pc" // penalty-mode: wrongly held ≤ 1 % (truth) on day 2
+)
+
+// knownMisses are the claims the tuner misses today, by cell
+// ("scenario/profile/source") and claim, each with the measured number in
+// docs/tuner.md ("Proof: day 2 judged"). A miss listed here is logged, not
+// failed; every claim not listed must hold. Remove a line when the claim
+// holds (the test logs "now holds").
+var knownMisses = map[string]string{
+	"prompt-shift/router-2026-08/prometheus-model no-harm": "night ×1.20: the one apply restarts the EPP at 02:00, in the night window auto chose",
+	"prompt-shift/penalty-mode/prometheus-model no-harm":   "afternoon ×1.13 (the best constant's afternoon is ×1.08 too)",
+	"prompt-shift/penalty-mode/prometheus-model gain":      "closed 0.43 of a 31 % gap",
+	"trace-drift/penalty-mode/prometheus-model held-1pc":   "wrongly held 16.3 %: the tuner holds the default, the best constant on this trace",
+}
+
+// proofEnv set to "full" adds the gate-records cells to TestDayTwoProof.
+const proofEnv = "GATETUNER_PROOF"
+
+// TestDayTwoProof runs the closed loop over two simulated days for each
+// scenario × profile × decision source and judges day 2 — traffic the tuner
+// did not see — against the EPP default all day and the best constant
+// setting from a sweep, from the simulator's truth (the Prometheus-model
+// cells; with GATETUNER_PROOF=full also the gate-records ones).
+func TestDayTwoProof(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 8 closed loops of two days and their sweeps")
+	}
+	ctx := context.Background()
+	j := &Judge{Workers: 2} // exact: every pure run simulates day 1 before day 2
+	var table []string
+	scs := map[string]*fleetsim.Scenario{"prompt-shift": twoDays(t, "prompt-shift"), "trace-drift": twoDays(t, "trace-drift")}
+	sources := []string{config.SourceModel}
+	if os.Getenv(proofEnv) == "full" {
+		sources = append(sources, config.SourceRecords)
+	} else {
+		t.Logf("gate-records cells skipped: each cycle replays a whole day of records against every candidate (docs/tuner.md, Proof: day 2 judged); %s=full runs them", proofEnv)
+	}
+	for _, src := range sources {
+		for _, name := range []string{"prompt-shift", "trace-drift"} {
+			for _, pn := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
+				prof, err := gate.LookupProfile(pn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Run(name+"/"+pn+"/"+src, func(t *testing.T) {
+					cpu := cpuTime()
+					row := proveCell(ctx, t, j, scs[name], prof, src)
+					table = append(table, fmt.Sprintf("| %s | %s | %s | %s %.0f s |", name, pn, src, row, (cpuTime()-cpu).Seconds()))
+				})
+			}
+		}
+	}
+	t.Logf("day 2 matrix (TTFT p90 s):\n| scenario | profile | source | default | best constant | tuned | gap | closed | worst phase | wh tuned | applies | CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+func twoDays(t *testing.T, name string) *fleetsim.Scenario {
+	t.Helper()
+	one, err := fleetsim.LoadScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := fleetsim.Days(one, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// proveCell runs one cell, checks its claims and returns its table row.
+func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenario, prof gate.Profile, src string) string {
+	t0, cpu0 := time.Now(), cpuTime()
+	l, err := New(ctx, Options{Scenario: sc, Profile: prof, Source: src, Seed: 1, CycleEvery: 10 * time.Minute, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	res, err := l.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopWall, loopCPU := time.Since(t0), cpuTime()-cpu0
+	cands := Constants(prof)
+	sweep, err := j.Runs(ctx, sc, 1, 2, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerdict(2, res.Truth, sweep[0].Truth, sweep) // Constants' first is the EPP default
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range v.Rows {
+		t.Logf("%-10s TTFT p90 default %6.3f tuned %6.3f (×%.2f) best %6.3f; wh default %s tuned %s", r.Phase, r.Default, r.Tuned, r.Ratio, r.Best, pct(r.DefaultWH), pct(r.TunedWH))
+	}
+	var applies []string
+	perDay := map[int]int{}
+	for _, a := range res.Applies {
+		d, _, _ := fleetsim.SplitDayPhase(a.Phase)
+		perDay[d]++
+		applies = append(applies, fmt.Sprintf("%s (%s) → %s", clockOf(a.Restart), a.Phase, barOf(a.Settings)))
+	}
+	t.Logf("day 2: default %.3f s, best constant %.3f s (%s), tuned %.3f s; gap %.0f %%, closed %.2f; worst phase %s ×%.2f; wh tuned %s; %d cycles, applies %d: %s; holds %v; loop %s wall, %s CPU (the process's)",
+		v.Default.TTFT.P90, v.Best.TTFT.P90, barOf(v.BestSettings), v.Tuned.TTFT.P90, 100*v.Gap, v.Closed, v.WorstPhase, v.WorstRatio,
+		pct(v.Tuned.WronglyHeldRate), res.Cycles, len(res.Applies), strings.Join(applies, ", "), res.Holds, loopWall.Round(time.Second), loopCPU.Round(time.Second))
+
+	cell := sc.Name + "/" + prof.Name + "/" + src
+	check := func(claim string, ok bool, measured string) {
+		key := cell + " " + claim
+		_, known := knownMisses[key]
+		switch {
+		case ok && known:
+			t.Logf("%s: now holds (%s): remove it from knownMisses and docs/tuner.md", key, measured)
+		case ok:
+		case known:
+			t.Logf("%s: known miss (docs/tuner.md): %s", key, measured)
+		default:
+			t.Errorf("%s: %s", key, measured)
+		}
+	}
+	check(claimNoHarm, v.WorstRatio <= 1.10, fmt.Sprintf("phase %s TTFT p90 ×%.2f of the default's", v.WorstPhase, v.WorstRatio))
+	if v.Gap >= 0.10 {
+		check(claimGain, v.Closed >= 0.5, fmt.Sprintf("closed %.2f of a %.0f %% gap", v.Closed, 100*v.Gap))
+	}
+	most := 0
+	for _, n := range perDay {
+		most = max(most, n)
+	}
+	outside := outsideWindow(res, l.TargetPolicy())
+	check(claimApplies, most <= 1 && len(outside) == 0, fmt.Sprintf("%d applies on one day: %s; outside the apply window: %s", most, strings.Join(applies, ", "), strings.Join(outside, ", ")))
+	if prof.Accepts(gate.KeyPenaltyMode) {
+		wh := math.NaN()
+		if v.Tuned.WronglyHeldRate != nil {
+			wh = *v.Tuned.WronglyHeldRate
+		}
+		check(claimHeld, wh <= 0.01, fmt.Sprintf("wrongly held %s on day 2", pct(v.Tuned.WronglyHeldRate)))
+	}
+	closed := "—"
+	if !math.IsNaN(v.Closed) {
+		closed = fmt.Sprintf("%.2f", v.Closed)
+	}
+	return fmt.Sprintf("%.3f | %.3f (%s) | %.3f | %.0f %% | %s | %s ×%.2f | %s | %s |", v.Default.TTFT.P90, v.Best.TTFT.P90, barOf(v.BestSettings),
+		v.Tuned.TTFT.P90, 100*v.Gap, closed, v.WorstPhase, v.WorstRatio, pct(v.Tuned.WronglyHeldRate), strings.Join(applies, "; "))
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f %%", 100**p)
+}
+
+func clockOf(d time.Duration) string {
+	return fmt.Sprintf("%02d:%02d", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// barOf names a setting by its mode and token bar.
+func barOf(s gate.Settings) string {
+	bar := "no bar"
+	if s.MaxTTFTPenaltyMs > 0 {
+		bar = fmt.Sprintf("%.0fk", s.BarTokens()/1000)
+	}
+	if s.Mode == gate.ModeMatchedTokens {
+		return "matchedTokens " + bar
+	}
+	return "static " + bar
+}
+
+// outsideWindow lists the applies written outside the apply window the
+// cycle's report names: for auto, the write's window of the day must be the
+// chosen one and open (a report without a day view, or "always", has no
+// window to be outside of).
+func outsideWindow(res *Result, pol config.Policy) []string {
+	var out []string
+	for _, a := range res.Applies {
+		rec := a.Report.Recommendation
+		if rec == nil || rec.Evidence.Day == nil || rec.Evidence.Day.ApplyWindow == nil {
+			continue
+		}
+		av := rec.Evidence.Day.ApplyWindow
+		if av.Kind != config.ApplyWindowAuto {
+			if !av.Open {
+				out = append(out, fmt.Sprintf("%s (%s window closed)", clockOf(a.Cycle), av.Kind))
+			}
+			continue
+		}
+		idx := int((a.Cycle % pol.DayLength) / pol.WindowWidth) // the scenario starts at UTC midnight
+		if !av.Open || idx != av.Window {
+			out = append(out, fmt.Sprintf("%s in window %d, the auto window is %d %s (open %v)", clockOf(a.Cycle), idx, av.Window, av.Label, av.Open))
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package fleetsim
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestDaysRepeatThePhasesUnderDayNames(t *testing.T) {
+	one, err := LoadScenario("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Days(one, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"d1-morning", "d1-afternoon", "d2-morning", "d2-afternoon", "d3-morning", "d3-afternoon"}
+	if len(sc.Phases) != len(want) {
+		t.Fatalf("%d phases, want %d", len(sc.Phases), len(want))
+	}
+	for i, w := range want {
+		if sc.Phases[i].Name != w {
+			t.Errorf("phase %d: %q, want %q", i, sc.Phases[i].Name, w)
+		}
+	}
+	if sc.DayCount() != 3 || sc.DayDuration() != one.Duration() || sc.Duration() != 3*one.Duration() {
+		t.Errorf("days %d of %s (%s in all), want 3 of %s", sc.DayCount(), sc.DayDuration(), sc.Duration(), one.Duration())
+	}
+	if len(one.Phases) != 2 || one.DayCount() != 1 {
+		t.Errorf("Days changed its input: %d phases, %d days", len(one.Phases), one.DayCount())
+	}
+	if _, err := Days(sc, 2); err == nil {
+		t.Error("Days of a multi-day scenario: no error")
+	}
+	if _, err := Days(one, 0); err == nil {
+		t.Error("zero days: no error")
+	}
+}
+
+func TestSplitDayPhase(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		day  int
+		name string
+		ok   bool
+	}{
+		{"d1-night", 1, "night", true},
+		{"d12-late-evening", 12, "late-evening", true},
+		{"night", 0, "", false},
+		{"d0-night", 0, "", false},
+		{"dx-night", 0, "", false},
+		{"d-night", 0, "", false},
+	} {
+		day, name, ok := SplitDayPhase(tc.in)
+		if day != tc.day || name != tc.name || ok != tc.ok {
+			t.Errorf("SplitDayPhase(%q) = %d, %q, %v; want %d, %q, %v", tc.in, day, name, ok, tc.day, tc.name, tc.ok)
+		}
+	}
+}
+
+// TestTruthPoolsEachDay: Truth.Days pools each day's phases; the days are
+// new draws (day 2 is not a replay of day 1).
+func TestTruthPoolsEachDay(t *testing.T) {
+	one, err := LoadScenario("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.Pods.Count = 2
+	for i := range one.Phases {
+		one.Phases[i].Duration = 2 * time.Minute
+		one.Phases[i].RequestRate = 8
+	}
+	sc, err := Days(one, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Run(context.Background(), sc, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Days) != 2 {
+		t.Fatalf("%d days in the truth, want 2", len(tr.Days))
+	}
+	for d := range tr.Days {
+		n := tr.Phases[2*d].Requests + tr.Phases[2*d+1].Requests
+		if tr.Days[d].Requests != n || n == 0 {
+			t.Errorf("day %d: %d requests, its phases have %d", d+1, tr.Days[d].Requests, n)
+		}
+	}
+	if tr.Days[0].Requests+tr.Days[1].Requests != tr.Overall.Requests {
+		t.Errorf("days %d + %d requests, overall %d", tr.Days[0].Requests, tr.Days[1].Requests, tr.Overall.Requests)
+	}
+	if tr.Days[0].TTFT == tr.Days[1].TTFT {
+		t.Errorf("day 2's TTFT quantiles equal day 1's (%+v): a replay, not new draws", tr.Days[0].TTFT)
+	}
+	// A run measuring day 2 only reports day 2 and leaves day 1 empty.
+	d2, err := Run(context.Background(), sc, Options{Seed: 3, First: "d2-morning", Last: "d2-afternoon", Warmup: WarmupAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := d2.Days[1], tr.Days[1]
+	if d2.Days[0].Requests != 0 || a.Requests != b.Requests || a.TTFT != b.TTFT || a.WronglyHeldRate == nil || *a.WronglyHeldRate != *b.WronglyHeldRate {
+		t.Errorf("day 2 alone after every earlier phase: days %+v, %+v; want nothing, %+v", d2.Days[0], d2.Days[1], tr.Days[1])
+	}
+}
