@@ -149,6 +149,9 @@ func (r *Reader) readLine() ([]byte, error) {
 	r.line++
 	line, err := r.br.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(line) > 0) {
+		if contentLen(line) > r.opts.MaxLineBytes {
+			return badLine(), nil
+		}
 		return line, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
@@ -157,18 +160,20 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
 	}
+	// A line longer than the buffer: gather it while it fits the bound;
+	// once over it, drop every later part of the line.
 	r.long = append(r.long[:0], line...)
+	tooLong := false
 	for {
 		line, err = r.br.ReadSlice('\n')
-		if len(r.long)+len(line) <= r.opts.MaxLineBytes {
+		if !tooLong {
 			r.long = append(r.long, line...)
-		} else {
-			r.long = r.long[:0]
+			tooLong = contentLen(r.long) > r.opts.MaxLineBytes
 		}
 		switch {
 		case err == nil || errors.Is(err, io.EOF):
-			if len(r.long) == 0 {
-				return []byte(" \x00"), nil // decodes as a bad line
+			if tooLong {
+				return badLine(), nil
 			}
 			return r.long, nil
 		case errors.Is(err, bufio.ErrBufferFull):
@@ -177,6 +182,22 @@ func (r *Reader) readLine() ([]byte, error) {
 			return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
 		}
 	}
+}
+
+// badLine decodes as a bad line (an over-long line is counted bad, not cut).
+func badLine() []byte { return []byte(" \x00") }
+
+// contentLen is a line's length without its "\n" or "\r\n" terminator:
+// the bound counts what the line holds.
+func contentLen(line []byte) int {
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+		if n > 0 && line[n-1] == '\r' {
+			n--
+		}
+	}
+	return n
 }
 
 // sniff decompresses the input when it starts with the gzip magic bytes

@@ -208,3 +208,60 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestLineBoundCountsTheContent: the MaxLineBytes bound counts a line's
+// content (not its "\n" or "\r\n"), holds for lines shorter than the read
+// buffer too, and an over-long line is one bad line — no part of it is read
+// as a line of its own.
+func TestLineBoundCountsTheContent(t *testing.T) {
+	line := func(n int) string { // a valid record of exactly n bytes
+		const head, tail = `{"endpoints":[],"x":"`, `"}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	for _, tc := range []struct {
+		name      string
+		max, size int
+		term      string
+		bad       int
+	}{
+		{"at the bound with \\n", 100, 100, "\n", 0},
+		{"at the bound with \\r\\n", 100, 100, "\r\n", 0},
+		{"at the bound at the end of input", 100, 100, "", 0},
+		{"one over the bound (shorter than the buffer)", 100, 101, "\n", 1},
+		{"longer than the buffer, at the bound", 3 << 20, 3 << 20, "\n", 0},
+		{"longer than the buffer, one over", 3 << 20, 3<<20 + 1, "\n", 1},
+		{"over the bound by more than a buffer", 1<<20 + 10, 3 << 20, "\n", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := `{"endpoints":[{"name":"first"}]}` + "\n" + line(tc.size) + tc.term + `{"endpoints":[{"name":"next"}]}` + "\n"
+			if tc.term == "" {
+				in = `{"endpoints":[{"name":"first"}]}` + "\n" + line(tc.size)
+			}
+			r := NewReader(strings.NewReader(in), Options{MaxLineBytes: tc.max})
+			var got []Record
+			for {
+				rec, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, *rec)
+			}
+			want := 3 - tc.bad
+			if tc.term == "" {
+				want--
+			}
+			if len(got) != want || r.Stats().Bad != int64(tc.bad) {
+				t.Fatalf("%d records, %d bad; want %d and %d", len(got), r.Stats().Bad, want, tc.bad)
+			}
+			if first := got[0]; first.Line != 1 || len(first.Endpoints) != 1 {
+				t.Fatalf("the line before: %+v", first)
+			}
+			if last := got[len(got)-1]; tc.term != "" && (len(last.Endpoints) != 1 || last.Line != 3) {
+				t.Fatalf("the line after: %+v", last)
+			}
+		})
+	}
+}
