@@ -125,10 +125,16 @@ func score(e *Endpoint) float64 {
 // IsSticky reports whether endpoint e is sticky at threshold t.
 func IsSticky(e *Endpoint, t float64) bool { return score(e) >= t }
 
+// Keeps reports whether the decision, taken with settings s, keeps endpoint
+// e: every endpoint when it keeps all, else the sticky ones.
+func (d *Decision) Keeps(s *Settings, e *Endpoint) bool {
+	return d.KeepsAll() || IsSticky(e, s.AffinityThreshold)
+}
+
 // AppendKept appends the indexes of the endpoints the decision keeps.
 func AppendKept(dst []int, s *Settings, eps []Endpoint, d *Decision) []int {
 	for i := range eps {
-		if d.KeepsAll() || IsSticky(&eps[i], s.AffinityThreshold) {
+		if d.Keeps(s, &eps[i]) {
 			dst = append(dst, i)
 		}
 	}

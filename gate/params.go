@@ -59,6 +59,17 @@ func (s TTFTSource) String() string {
 	return "prefillThroughput"
 }
 
+// ParseTTFTSource parses a ttftSource value exactly as the EPP does.
+func ParseTTFTSource(s string) (TTFTSource, error) {
+	switch s {
+	case "prefillThroughput":
+		return SourcePrefillThroughput, nil
+	case "latencyPredictor":
+		return SourceLatencyPredictor, nil
+	}
+	return 0, fmt.Errorf("ttftSource must be %q or %q, got %q", "prefillThroughput", "latencyPredictor", s)
+}
+
 // Defaults of the EPP (llm-d router main, Aug 2026).
 const (
 	DefaultAffinityThreshold     = 0.80
@@ -272,14 +283,11 @@ func (p *Params) set(name string, val json.RawMessage, prof Profile) error {
 		}
 		switch k {
 		case KeyTTFTSource:
-			switch s {
-			case "prefillThroughput":
-				p.TTFTSource = SourcePrefillThroughput
-			case "latencyPredictor":
-				p.TTFTSource = SourceLatencyPredictor
-			default:
-				return bad(fmt.Errorf("must be %q or %q, got %q", "prefillThroughput", "latencyPredictor", s))
+			src, err := ParseTTFTSource(s)
+			if err != nil {
+				return bad(err)
 			}
+			p.TTFTSource = src
 		case KeyPenaltyMode:
 			m, err := ParsePenaltyMode(s)
 			if err != nil {
@@ -409,7 +417,8 @@ type Settings struct {
 // BarTokens is the token bar the settings' TTFT comparison stands for,
 // maxTTFTPenaltyMs × peakPrefillThroughput / 1000: the static bar in static
 // mode, the ceiling's bar in matchedTokens mode. 0 means no bar (gate or
-// ceiling off).
+// ceiling off) — the number reports show; code that compares bars uses
+// HasBar, NoBar and IsNoBar.
 //
 // With a token bar (the token-bar generation) the bar is that many tokens.
 func (s *Settings) BarTokens() float64 {
@@ -418,6 +427,27 @@ func (s *Settings) BarTokens() float64 {
 	}
 	return s.MaxTTFTPenaltyMs * s.PeakPrefillThroughput / 1000
 }
+
+// ReadsThroughput reports whether the settings' decision divides by
+// peakPrefillThroughput: the TTFT comparison is on (maxTTFTPenaltyMs > 0)
+// and TTFT is estimated from in-flight tokens.
+func (s *Settings) ReadsThroughput() bool {
+	return s.Source == SourcePrefillThroughput && s.MaxTTFTPenaltyMs > 0
+}
+
+// HasBar reports whether the settings have a load bar at all: a TTFT bar
+// (maxTTFTPenaltyMs > 0) or a token bar (maxTokensInFlightPenalty > 0).
+// Without one the static gate never releases a pin on load.
+func (s *Settings) HasBar() bool {
+	return s.MaxTTFTPenaltyMs > 0 || s.MaxTokensInFlightPenalty > 0
+}
+
+// NoBar is the bar, in tokens, of a gate that has none (+Inf: no gap
+// exceeds it). Every bar outside this package that can be "none" uses it.
+func NoBar() float64 { return math.Inf(1) }
+
+// IsNoBar reports whether the bar b (tokens) stands for no bar.
+func IsNoBar(b float64) bool { return math.IsInf(b, 1) }
 
 // String renders the settings compactly, e.g. "static max=18000ms ppt=15928 thr=0.8".
 func (s *Settings) String() string {

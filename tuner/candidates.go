@@ -42,8 +42,8 @@ func CurrentBar(s gate.Settings) float64 {
 	if s.MaxTokensInFlightPenalty > 0 && s.MaxTTFTPenaltyMs <= 0 {
 		return float64(s.MaxTokensInFlightPenalty)
 	}
-	if s.MaxTTFTPenaltyMs <= 0 {
-		return math.Inf(1)
+	if !s.HasBar() {
+		return gate.NoBar()
 	}
 	return s.BarTokens()
 }
@@ -61,13 +61,13 @@ func BuildCandidates(spec CandidateSpec) []Candidate {
 		return append(out, tokenBarCandidates(spec)...)
 	}
 	anchor := CurrentBar(cur)
-	if math.IsInf(anchor, 1) || anchor <= 0 {
+	if gate.IsNoBar(anchor) || anchor <= 0 {
 		anchor = gate.DefaultMaxTTFTPenaltyMs * spec.DrainRate / 1000
 	}
 	d := spec.DrainRate
 	mk := func(mode gate.PenaltyMode, bar float64) Candidate {
 		ms := 0.0
-		if !math.IsInf(bar, 1) {
+		if !gate.IsNoBar(bar) {
 			ms = bar / d * 1000
 		}
 		ovs := []shadow.Override{
@@ -81,8 +81,8 @@ func BuildCandidates(spec CandidateSpec) []Candidate {
 		if err != nil { // values are well-formed numbers and modes
 			panic(err)
 		}
-		if math.IsInf(bar, 1) {
-			bar = math.Inf(1)
+		if gate.IsNoBar(bar) {
+			bar = gate.NoBar()
 		} else {
 			bar = c.Settings.BarTokens()
 		}
@@ -94,7 +94,7 @@ func BuildCandidates(spec CandidateSpec) []Candidate {
 	for k := -barSpan; k <= barSpan; k++ {
 		out = append(out, mk(gate.ModeStatic, anchor*math.Exp2(float64(k)/barGrid)))
 	}
-	out = append(out, mk(gate.ModeStatic, math.Inf(1)))
+	out = append(out, mk(gate.ModeStatic, gate.NoBar()))
 	if spec.Profile.Accepts(gate.KeyPenaltyMode) && cur.Source == gate.SourcePrefillThroughput {
 		if spec.TTFTSLOMs > 0 {
 			out = append(out, mk(gate.ModeMatchedTokens, spec.TTFTSLOMs*d/1000))
@@ -102,7 +102,7 @@ func BuildCandidates(spec CandidateSpec) []Candidate {
 			for k := -barSpan; k <= barSpan; k++ {
 				out = append(out, mk(gate.ModeMatchedTokens, anchor*math.Exp2(float64(k)/barGrid)))
 			}
-			out = append(out, mk(gate.ModeMatchedTokens, math.Inf(1)))
+			out = append(out, mk(gate.ModeMatchedTokens, gate.NoBar()))
 		}
 	}
 	return out
@@ -125,7 +125,7 @@ func TokenBarOnly(prof gate.Profile, s gate.Settings) bool {
 func tokenBarCandidates(spec CandidateSpec) []Candidate {
 	cur := spec.Current.Settings(spec.Profile.MissingSignal)
 	anchor := CurrentBar(cur)
-	if math.IsInf(anchor, 1) || anchor <= 0 {
+	if gate.IsNoBar(anchor) || anchor <= 0 {
 		if d := spec.DrainRate; d > 0 && !math.IsInf(d, 0) && !math.IsNaN(d) {
 			anchor = gate.DefaultMaxTTFTPenaltyMs * d / 1000
 		} else {
@@ -137,7 +137,7 @@ func tokenBarCandidates(spec CandidateSpec) []Candidate {
 		if err != nil { // a formatted integer always parses
 			panic(err)
 		}
-		bar := math.Inf(1)
+		bar := gate.NoBar()
 		if n > 0 {
 			bar = float64(n)
 		}
@@ -159,9 +159,9 @@ func tokenBarCandidates(spec CandidateSpec) []Candidate {
 // barDistance is |log(a/b)|, with +Inf bars far from finite ones.
 func barDistance(a, b float64) float64 {
 	switch {
-	case math.IsInf(a, 1) && math.IsInf(b, 1):
+	case gate.IsNoBar(a) && gate.IsNoBar(b):
 		return 0
-	case math.IsInf(a, 1) || math.IsInf(b, 1) || a <= 0 || b <= 0:
+	case gate.IsNoBar(a) || gate.IsNoBar(b) || a <= 0 || b <= 0:
 		return math.Inf(1)
 	}
 	return math.Abs(math.Log(a / b))

@@ -20,7 +20,7 @@ import (
 )
 
 func barPtr(b float64) *float64 {
-	if math.IsInf(b, 1) {
+	if gate.IsNoBar(b) {
 		return nil
 	}
 	return &b
@@ -97,9 +97,9 @@ func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, write
 	}
 	if s.Mode != params.PenaltyMode {
 		if s.Mode == gate.ModeStatic && params.Present.Has(gate.KeyPenaltyMode) {
-			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("static")
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String(s.Mode.String())
 		} else if s.Mode == gate.ModeMatchedTokens {
-			ch.Set[gate.KeyPenaltyMode] = eppconfig.String("matchedTokens")
+			ch.Set[gate.KeyPenaltyMode] = eppconfig.String(s.Mode.String())
 		}
 	}
 	if rc.Current {

@@ -278,8 +278,8 @@ func deadband(cur gate.Settings, rc Candidate, band float64) string {
 		return ""
 	}
 	a, b := CurrentBar(cur), rc.Bar
-	if math.IsInf(a, 1) || math.IsInf(b, 1) {
-		if math.IsInf(a, 1) && math.IsInf(b, 1) {
+	if gate.IsNoBar(a) || gate.IsNoBar(b) {
+		if gate.IsNoBar(a) && gate.IsNoBar(b) {
 			return "no bar before or after"
 		}
 		return ""

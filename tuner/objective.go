@@ -25,13 +25,13 @@ func computedTokenRate(e *estimator.Estimates) float64 {
 func clampStep(cands []Candidate, best int, maxStep, floor float64) (int, *StepNote) {
 	cur := cands[0].Bar
 	want := cands[best].Bar
-	if best == 0 || math.IsInf(cur, 1) || maxStep <= 1 {
+	if best == 0 || gate.IsNoBar(cur) || maxStep <= 1 {
 		return best, nil
 	}
 	lo, hi := cur/maxStep, cur*maxStep
 	target := want
 	switch {
-	case math.IsInf(want, 1) || want > hi*(1+1e-9):
+	case gate.IsNoBar(want) || want > hi*(1+1e-9):
 		target = hi
 	case want < lo*(1-1e-9):
 		target = lo
@@ -40,7 +40,7 @@ func clampStep(cands []Candidate, best int, maxStep, floor float64) (int, *StepN
 	}
 	idx, bestD := best, math.Inf(1)
 	for i, c := range cands[1:] {
-		if c.Settings.Mode != cands[best].Settings.Mode || math.IsInf(c.Bar, 1) || (c.Bar < floor && c.Bar < lo) {
+		if c.Settings.Mode != cands[best].Settings.Mode || gate.IsNoBar(c.Bar) || (c.Bar < floor && c.Bar < lo) {
 			continue
 		}
 		if d := barDistance(c.Bar, target); d < bestD {

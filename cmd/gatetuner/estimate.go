@@ -67,6 +67,7 @@ usage or configuration error, 3 the drain rate is inconclusive (reasons printed)
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runEstimate(cmd.Context(), a, &o) },
 	}
+	pol, pc := config.DefaultPolicy(), config.DefaultPrometheus()
 	f := cmd.Flags()
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus-compatible API base URL, or \"embedded\"")
 	f.StringVar(&o.target, "target", "", "target (deployment) name (default: the scenario's, else \"default\")")
@@ -74,9 +75,9 @@ usage or configuration error, 3 the drain rate is inconclusive (reasons printed)
 	f.StringVar(&o.podRegex, "pod-regex", "", "regex the vLLM pods' pod label must match")
 	f.StringVar(&o.vllmSelector, "vllm-selector", "", "PromQL label matchers (no braces) selecting the vLLM series; exclusive with --pod-regex")
 	f.StringVar(&o.eppSelector, "epp-selector", "", "PromQL label matchers (no braces) selecting the EPP series")
-	f.DurationVar(&o.lookback, "lookback", estimator.DefaultLookback, "how far back to read evidence")
-	f.DurationVar(&o.window, "window", estimator.DefaultWindow, "saturation window (>= 4 scrape intervals, >= 10x the p99 prefill time)")
-	f.DurationVar(&o.snapshotStep, "snapshot-step", estimator.DefaultSnapshotStep, "spacing of in-flight snapshots")
+	f.DurationVar(&o.lookback, "lookback", pol.Lookback, "how far back to read evidence")
+	f.DurationVar(&o.window, "window", pol.SaturationWindow, "saturation window (>= 4 scrape intervals, >= 10x the p99 prefill time)")
+	f.DurationVar(&o.snapshotStep, "snapshot-step", pol.SnapshotStep, "spacing of in-flight snapshots")
 	f.IntVar(&o.maxBatched, "max-num-batched-tokens", 0, "vLLM --max-num-batched-tokens (enables the step rate and the nominal estimate)")
 	f.IntVar(&o.maxSeqs, "max-num-seqs", 0, "vLLM --max-num-seqs (enables the running-set condition of the saturation rule)")
 	f.Float64Var(&o.minPodCoverage, "min-pod-coverage", estimator.DefaultMinPodCoverage, "share of expected pods that must have every required series")
@@ -90,7 +91,7 @@ usage or configuration error, 3 the drain rate is inconclusive (reasons printed)
 	f.StringVar(&o.serverName, "server-name", "", "server name checked against the certificate")
 	f.BoolVar(&o.insecure, "insecure-skip-verify", false, "do not verify the server certificate")
 	f.StringArrayVar(&o.headers, "header", nil, "HTTP header K=V sent with every query (repeatable), e.g. X-Scope-OrgID=tenant")
-	f.DurationVar(&o.queryTimeout, "query-timeout", prom.DefaultHTTPTimeout, "timeout of one query, retries included")
+	f.DurationVar(&o.queryTimeout, "query-timeout", pc.Timeout, "timeout of one query, retries included")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "timeout of the whole estimation")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.at, "at", "", "evaluation time, RFC 3339 (default: now; with --scenario, 7 s after its end)")
@@ -102,7 +103,7 @@ usage or configuration error, 3 the drain rate is inconclusive (reasons printed)
 	f.StringSliceVar(&o.scrape, "scrape", nil, "embedded: vLLM host:port addresses to scrape")
 	f.StringSliceVar(&o.scrapeEPP, "scrape-epp", nil, "embedded: EPP host:port addresses to scrape")
 	f.DurationVar(&o.scrapeDuration, "scrape-duration", 5*time.Minute, "embedded: how long to scrape before estimating")
-	f.DurationVar(&o.scrapeInterval, "scrape-interval", 15*time.Second, "embedded: scrape interval")
+	f.DurationVar(&o.scrapeInterval, "scrape-interval", pc.ScrapeInterval, "embedded: scrape interval")
 	return cmd
 }
 
@@ -273,7 +274,7 @@ func runEstimate(ctx context.Context, a *app, o *estimateOpts) error { //nolint:
 	}
 	var q prom.Querier
 	if o.prometheus == "embedded" {
-		emb, err := prom.NewEmbedded(prom.EmbeddedConfig{QueryTimeout: o.queryTimeout, Logger: slog.New(slog.DiscardHandler)})
+		emb, err := daemon.NewEmbeddedPrometheus(config.Prometheus{URL: "embedded", Timeout: o.queryTimeout}, nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return fmt.Errorf("embedded prometheus: %w", err)
 		}

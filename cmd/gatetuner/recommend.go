@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatetuner/gatetuner/estimator"
-	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
@@ -173,16 +172,12 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	if err != nil {
 		return nil, deps, nil, asUsage(err)
 	}
-	dir, err := os.MkdirTemp("", "gatetuner-recommend-")
+	pc := config.Prometheus{URL: "embedded"}
+	emb, err := daemon.NewEmbeddedPrometheus(pc, nil, quietLogger())
 	if err != nil {
 		return nil, deps, nil, err
 	}
-	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Logger: quietLogger()})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, deps, nil, err
-	}
-	cleanup := func() { emb.Close(); os.RemoveAll(dir) }
+	cleanup := func() { emb.Close() }
 	cur := params.Settings(prof.MissingSignal)
 	opt := fleetsim.Options{Seed: o.seed, Last: o.phase, SettingsFor: func(int) gate.Settings { return cur }}
 	_, end, err := simenv.Fill(ctx, emb, sc, opt)
@@ -193,7 +188,7 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 	at := end.Add(7 * time.Second)
 	pol := simPolicy(sc)
 	et := simenv.EstimatorTarget(sc)
-	cfg := &config.Config{Prometheus: config.Prometheus{URL: "embedded"}, Targets: []config.Target{{
+	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{{
 		Name: sc.Target, File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
 		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
@@ -99,7 +100,7 @@ rollout; 2 a usage error, or a config or ConfigMap that is missing or malformed;
 	f.StringVar(&o.stateFile, "state-file", "", "with --file: the target's state file (as the daemon's stateFile)")
 	f.IntVar(&o.to, "to", 0, "history entry whose previous values to restore (default: the last apply)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the diff only; write nothing")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the EPP rollout (rollout mode)")
+	f.DurationVar(&o.timeout, "timeout", config.DefaultPolicy().Verification.RolloutTimeout, "how long to wait for the EPP rollout (rollout mode)")
 	f.StringVar(&o.identity, "identity", defaultIdentity(), "who is rolling back, recorded in the history")
 	return cmd
 }

@@ -87,7 +87,7 @@ func runShadow(a *app, o *shadowOpts) error {
 		if o.ppt > 0 {
 			current.PeakPrefillThroughput = o.ppt
 			report.PPTSource = "calibrated+flag"
-		} else if needsPPT(current) {
+		} else if current.ReadsThroughput() {
 			return usageErr("%s: plugin %q: peakPrefillThroughput comes from calibration file %q and its value is not in the config; pass --ppt with the calibrated value",
 				o.eppConfig, inst.Plugin.Name, params.PrefillCalibrationFile)
 		}
@@ -183,11 +183,6 @@ func runShadow(a *app, o *shadowOpts) error {
 		return nothingErr("%s: no usable record: %d bad lines, %d skipped by --target/--plugin", name, st.Bad, st.Skipped)
 	}
 	return nil
-}
-
-// needsPPT reports whether the settings' decision divides by the throughput.
-func needsPPT(s gate.Settings) bool {
-	return s.Source == gate.SourcePrefillThroughput && s.MaxTTFTPenaltyMs > 0
 }
 
 // loadFilter reads an EPP config file and returns the selected filter

@@ -86,8 +86,8 @@ plugins:
 	if s.Mode != gate.ModeStatic || writeMode {
 		fmt.Fprintf(&b, "    penaltyMode: %s\n", s.Mode)
 	}
-	if s.Source == gate.SourceLatencyPredictor {
-		b.WriteString("    ttftSource: latencyPredictor\n")
+	if s.Source != gate.SourcePrefillThroughput {
+		fmt.Fprintf(&b, "    ttftSource: %s\n", s.Source)
 	}
 	fmt.Fprintf(&b, `- type: max-score-picker
 schedulingProfiles:

@@ -248,6 +248,12 @@ func ptr[T any](v T) *T { return &v }
 // DefaultPolicy returns the built-in defaults.
 func DefaultPolicy() Policy { return defaultPolicy }
 
+// DefaultPrometheus returns the prometheus: section's defaults (the query
+// timeout and the embedded scraper's interval) that Load fills in.
+func DefaultPrometheus() Prometheus {
+	return Prometheus{Timeout: 30 * time.Second, ScrapeInterval: 15 * time.Second}
+}
+
 // Load reads the configuration from v (a file already set with
 // v.SetConfigFile, environment variables and bound flags), rejects unknown
 // keys, fills defaults and validates.
@@ -297,10 +303,10 @@ func oneLine(err error) error {
 // complete fills defaults and validates.
 func (c *Config) complete() error {
 	if c.Prometheus.Timeout == 0 {
-		c.Prometheus.Timeout = 30 * time.Second
+		c.Prometheus.Timeout = DefaultPrometheus().Timeout
 	}
 	if c.Prometheus.ScrapeInterval == 0 {
-		c.Prometheus.ScrapeInterval = 15 * time.Second
+		c.Prometheus.ScrapeInterval = DefaultPrometheus().ScrapeInterval
 	}
 	if c.Server.Address == "" {
 		c.Server.Address = ":9100"

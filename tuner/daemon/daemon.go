@@ -185,11 +185,7 @@ func (d *Daemon) querier() (prom.Querier, error) {
 	case "":
 		return nil, errors.New("prometheus.url is required (an http(s) URL, or embedded)")
 	case "embedded":
-		dir, err := os.MkdirTemp("", "gatetuner-tsdb-")
-		if err != nil {
-			return nil, err
-		}
-		emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Observer: observer, Logger: d.log.With("component", "embedded-prometheus")})
+		emb, err := NewEmbeddedPrometheus(p, observer, d.log.With("component", "embedded-prometheus"))
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +197,7 @@ func (d *Daemon) querier() (prom.Querier, error) {
 			d.scrape = &prom.ScrapeConfig{Targets: targets, Interval: p.ScrapeInterval}
 		}
 		d.emb = emb
-		d.closers = append(d.closers, func() { emb.Close(); os.RemoveAll(dir) })
+		d.closers = append(d.closers, func() { emb.Close() })
 		return emb, nil
 	}
 	h, err := NewHTTPQuerier(p, observer, d.log)
@@ -210,6 +206,15 @@ func (d *Daemon) querier() (prom.Querier, error) {
 	}
 	d.closers = append(d.closers, h.Close)
 	return h, nil
+}
+
+// NewEmbeddedPrometheus is the one construction of the in-process
+// Prometheus (prometheus.url: embedded) — the daemon's, estimate's and
+// recommend's: a TSDB in a temporary folder that Close removes, each query
+// bounded by p.Timeout. Filling it (scraper, simulator) is the caller's.
+// observer and logger may be nil.
+func NewEmbeddedPrometheus(p config.Prometheus, observer prom.Observer, logger *slog.Logger) (*prom.Embedded, error) {
+	return prom.NewEmbedded(prom.EmbeddedConfig{QueryTimeout: p.Timeout, Observer: observer, Logger: logger})
 }
 
 // NewHTTPQuerier is the one construction of a Prometheus HTTP API client

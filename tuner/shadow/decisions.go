@@ -24,7 +24,7 @@ func AppendDecisionJSON(dst []byte, line int, requestID []byte, names [][]byte, 
 	dst = append(dst, `","kept":[`...)
 	first := true
 	for i := range eps {
-		if !d.KeepsAll() && !gate.IsSticky(&eps[i], s.AffinityThreshold) {
+		if !d.Keeps(s, &eps[i]) {
 			continue
 		}
 		if !first {

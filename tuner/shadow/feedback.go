@@ -219,10 +219,9 @@ func uncached(e *gate.Endpoint, prompt int64) float64 {
 // endpoints, ties by fewer in-flight requests, then order; -1 when none.
 func pick(s *gate.Settings, eps []gate.Endpoint, d *gate.Decision) int {
 	best := -1
-	all := d.KeepsAll()
 	for i := range eps {
 		e := &eps[i]
-		if !all && !gate.IsSticky(e, s.AffinityThreshold) {
+		if !d.Keeps(s, e) {
 			continue
 		}
 		if best < 0 || e.InFlightTokens < eps[best].InFlightTokens ||
@@ -234,7 +233,7 @@ func pick(s *gate.Settings, eps []gate.Endpoint, d *gate.Decision) int {
 }
 
 func kept(s *gate.Settings, eps []gate.Endpoint, d *gate.Decision, i int) bool {
-	return i >= 0 && i < len(eps) && (d.KeepsAll() || gate.IsSticky(&eps[i], s.AffinityThreshold))
+	return i >= 0 && i < len(eps) && d.Keeps(s, &eps[i])
 }
 
 // Add replays one decision for every settings entry.

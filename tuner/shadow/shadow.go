@@ -115,14 +115,11 @@ func applyOverride(p gate.Params, o Override) (gate.Params, error) {
 		p.PenaltyMode = m
 		return p, nil
 	case gate.KeyTTFTSource:
-		switch o.Value {
-		case "prefillThroughput":
-			p.TTFTSource = gate.SourcePrefillThroughput
-		case "latencyPredictor":
-			p.TTFTSource = gate.SourceLatencyPredictor
-		default:
-			return p, fmt.Errorf("ttftSource must be prefillThroughput or latencyPredictor, got %q", o.Value)
+		src, err := gate.ParseTTFTSource(o.Value)
+		if err != nil {
+			return p, err
 		}
+		p.TTFTSource = src
 		return p, nil
 	case gate.KeyMaxTokensInFlightPenalty:
 		// An int64 in the EPP's Config (plugin.go@a42e39d3d): a token count.
