@@ -178,8 +178,8 @@ func (d detection) has(name string) bool { _, ok := d.seen[name]; return ok }
 func (e *Estimator) detect(r *runner, sel string, names []string, at time.Time) (detection, error) {
 	d := detection{seen: map[string]time.Time{}}
 	step := e.cfg.Window
-	if min := e.cfg.Lookback / time.Duration(e.cfg.MaxPointsPerSeries-1); step < min {
-		step = min
+	if least := e.cfg.Lookback / time.Duration(e.cfg.MaxPointsPerSeries-1); step < least {
+		step = least
 	}
 	// A series shows at a step when it has a sample within the server's
 	// lookback delta (5m by default) before it; steps no longer than the
@@ -221,7 +221,7 @@ func joinMatchers(ms ...string) string {
 }
 
 // features fills Features from the detections.
-func features(v, p detection, t Target) (Features, *computedSource) {
+func features(v, p detection, _ Target) (Features, *computedSource) {
 	f := Features{Present: []string{}}
 	for n := range v.seen {
 		f.Present = append(f.Present, n)

@@ -182,10 +182,10 @@ func (j *endpointJoin) ranksPerPod() int {
 	return n
 }
 
-// unmatchedReason names both sides with examples when fewer than min of
+// unmatchedReason names both sides with examples when fewer than least of
 // the routed (or vLLM) pods have an in-flight endpoint; nil otherwise.
-func (j *endpointJoin) unmatchedReason(min float64) *Reason {
-	if !j.known || j.join.LeftNames == 0 || j.join.Coverage() >= min {
+func (j *endpointJoin) unmatchedReason(least float64) *Reason {
+	if !j.known || j.join.LeftNames == 0 || j.join.Coverage() >= least {
 		return nil
 	}
 	left, right := "(none)", "(none)"
@@ -201,7 +201,7 @@ func (j *endpointJoin) unmatchedReason(min float64) *Reason {
 	}
 	return &Reason{Code: ReasonEndpointNamesUnmatched, Part: partInFlight,
 		Detail: fmt.Sprintf("in-flight %s vs %s %s: %d of %d %s names have an in-flight endpoint (minimum %.0f%%; in-flight endpoints join as the pod or <pod>-rank-<i>)",
-			left, side, right, j.join.Matched, j.join.RightNames, side, 100*min)}
+			left, side, right, j.join.Matched, j.join.RightNames, side, 100*least)}
 }
 
 // inVLLMGeneration infers the vLLM generation from the names present.

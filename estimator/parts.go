@@ -179,7 +179,7 @@ const minCachedCoverage = 0.5
 // count against the requests counted) and, below minCachedCoverage, uses
 // vLLM's prefix-cache counters when they exist: the EPP observes only
 // responses carrying usage (streaming needs include_usage).
-func (e *Estimator) cachedByCoverage(t Target, f Features, d *distInputs, est *Estimates) {
+func (e *Estimator) cachedByCoverage(_ Target, f Features, d *distInputs, est *Estimates) {
 	req := est.Shape.Requests
 	if est.Cached.Status != StatusOK || !(req > 0) {
 		return
@@ -325,8 +325,8 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 	cfg := e.cfg
 	lb := promDur(cfg.Lookback)
 	step := cfg.SnapshotStep
-	if min := cfg.Lookback / time.Duration(cfg.MaxPointsPerSeries-1); step < min {
-		step = min.Truncate(time.Second) + time.Second
+	if least := cfg.Lookback / time.Duration(cfg.MaxPointsPerSeries-1); step < least {
+		step = least.Truncate(time.Second) + time.Second
 	}
 	n := int(cfg.Lookback / step)
 	if n < 1 {

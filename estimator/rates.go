@@ -123,17 +123,17 @@ func withHolds(part string, holds func(*evidence) []Reason, base rateEstimator) 
 	})
 }
 
-// withCoverage holds part when fewer than min of the expected pods are
+// withCoverage holds part when fewer than least of the expected pods are
 // covered; above it, with excluded, it notes the pods left out.
-func withCoverage(part string, min float64, excluded bool, base rateEstimator) rateEstimator {
+func withCoverage(part string, least float64, excluded bool, base rateEstimator) rateEstimator {
 	return rateFunc(func(ev *evidence) rateResult {
 		d := ev.d
-		if d.coverageFrac < min {
+		if d.coverageFrac < least {
 			out := ev.blank(part)
 			if excluded && len(d.missing) == 0 && len(d.stale) > 0 {
 				out.Reasons = append(out.Reasons, Reason{Code: ReasonStaleSeries, Part: part, Detail: fmt.Sprintf("%d pods stale", len(d.stale))})
 			}
-			out.Reasons = addReason(out.Reasons, Reason{Code: ReasonPartialPodCoverage, Part: part, Detail: d.partialCoverageDetail(min)})
+			out.Reasons = addReason(out.Reasons, Reason{Code: ReasonPartialPodCoverage, Part: part, Detail: d.partialCoverageDetail(least)})
 			return out
 		}
 		out := base.estimate(ev)
@@ -146,7 +146,7 @@ func withCoverage(part string, min float64, excluded bool, base rateEstimator) r
 }
 
 // partialCoverageDetail names every missing and stale pod.
-func (d *drainInputs) partialCoverageDetail(min float64) string {
+func (d *drainInputs) partialCoverageDetail(least float64) string {
 	var details []string
 	for _, k := range sortedPods(keysOf(d.missing)) {
 		details = append(details, fmt.Sprintf("%s lacks %s", k, strings.Join(d.missing[k], ", ")))
@@ -155,7 +155,7 @@ func (d *drainInputs) partialCoverageDetail(min float64) string {
 		details = append(details, fmt.Sprintf("%s is stale", k))
 	}
 	return fmt.Sprintf("%d of %d expected pods covered (minimum %.0f%%): %s",
-		d.covered, d.expectedPods, min*100, strings.Join(details, "; "))
+		d.covered, d.expectedPods, least*100, strings.Join(details, "; "))
 }
 
 // withCaveats puts the saturation rule's warnings before base's reasons.
@@ -302,12 +302,12 @@ func saturatedWindows(ev *evidence) rateResult {
 			Detail: fmt.Sprintf("%d windows dropped for a counter reset, %d for a non-finite rate", res.droppedReset, res.droppedNaN)})
 	}
 	b := pool(res.perPod, func(w winVal) (float64, bool) { return w.drain, w.hasDrain }, ev.engines)
-	min := d.cfg.MinSaturatedWindows
+	minWindows := d.cfg.MinSaturatedWindows
 	tooFew := fmt.Sprintf("no %v window in the lookback had a backlog throughout (and met the KV, running-set and preemption conditions)", d.cfg.Window)
 	if b.windows > 0 {
-		tooFew = fmt.Sprintf("%d saturated windows, minimum %d", b.windows, min)
+		tooFew = fmt.Sprintf("%d saturated windows, minimum %d", b.windows, minWindows)
 	}
-	p := pooledRate(partDrain, b, min, tooFew)
+	p := pooledRate(partDrain, b, minWindows, tooFew)
 	p.Method, p.Source = out.Method, out.Source
 	if p.Status != StatusOK {
 		p.Windows, p.Pods = b.windows, b.pods

@@ -81,11 +81,11 @@ const (
 type PPTSource uint8
 
 const (
-	// PPTDefault: the key is absent and the EPP default applies.
+	// PPTDefault means the key is absent and the EPP default applies.
 	PPTDefault PPTSource = iota
-	// PPTExplicit: the key is set in the parameters.
+	// PPTExplicit means the key is set in the parameters.
 	PPTExplicit
-	// PPTCalibrated: the key is absent and a calibration file is configured; the
+	// PPTCalibrated means the key is absent and a calibration file is configured; the
 	// EPP uses the calibrated value, which the config does not show.
 	PPTCalibrated
 )

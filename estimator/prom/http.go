@@ -240,7 +240,9 @@ func (h *HTTP) do(parent context.Context, q string, call func(context.Context) (
 			t.Stop()
 			ce := classify(parent, ctx, q, x, ctx.Err())
 			ce.Attempts = attempt
-			ce.Err = fmt.Errorf("%w (while waiting to retry after: %v)", ce.Err, err)
+			// The cause is the context; the query error that made it retry is
+			// context for a person, not an error to match.
+			ce.Err = fmt.Errorf("%w (while waiting to retry after: %v)", ce.Err, err) //nolint:errorlint // see above
 			return nil, w, attempt, ce
 		case <-t.C:
 		}

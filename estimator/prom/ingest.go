@@ -381,9 +381,9 @@ func lineText(buf []byte, off int) string {
 		end = len(buf) - off
 	}
 	s := string(bytes.TrimRight(buf[off:off+end], "\r"))
-	const max = 120
-	if len(s) > max {
-		s = s[:max] + "…"
+	const maxShown = 120
+	if len(s) > maxShown {
+		s = s[:maxShown] + "…"
 	}
 	return s
 }

@@ -354,7 +354,7 @@ func parseStream(data []byte) (docs []*yaml.Node, err error) {
 	for {
 		var n yaml.Node
 		err := dec.Decode(&n)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return docs, nil
 		}
 		if err != nil {
