@@ -111,6 +111,13 @@ func approveTarget(t *testing.T, c kubernetes.Interface, ns string, now time.Tim
 	pol := config.DefaultPolicy()
 	pol.Mode, pol.MinDecisions, pol.Lookback = config.ModeApprove, new(int), time.Hour
 	*pol.MinDecisions = 100
+	// The test is about the approval, not the apply window: auto (the
+	// default) needs per-window estimates this fixed estimator has not.
+	pol.ApplyWindow = &config.ApplyWindow{Always: true}
+	// Step 6 writes a second time in the budget window: the old budget of 2,
+	// so that the once-check, not the budget, is what holds it.
+	budget := 2
+	pol.DailyBudget = &budget
 	src := relativeDecisions{}
 	return &Target{Config: config.Target{Name: "t", Namespace: ns, ConfigMap: approveCM, Key: approveKey, Plugin: "prefill-affinity", Policy: pol},
 		Profile: prof, Sink: sk, Estimator: fixedEstimator{est: cycleEstimates(now)}, Records: src}

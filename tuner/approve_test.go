@@ -78,6 +78,9 @@ func TestRecommendationHashIgnoresTheEvidence(t *testing.T) {
 func TestApproveModeFileTargetApprovesInTheStateFile(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tg, path := cycleTarget(t, config.ModeApprove, fixedEstimator{est: cycleEstimates(now)}, &decisions{from: now.Add(-50 * time.Minute), n: 2400})
+	// The test is about the approval, not the apply window: auto (the
+	// default) needs per-window estimates this fixed estimator has not.
+	tg.Config.Policy.ApplyWindow = &config.ApplyWindow{Always: true}
 	tu := &Tuner{Clock: func() time.Time { return now }}
 	orig, err := os.ReadFile(path)
 	if err != nil {
