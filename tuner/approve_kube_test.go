@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,48 +23,22 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
-// kubeEnv is the package's API server, started by the first test that needs
-// it and stopped by TestMain.
-var (
-	kubeOnce sync.Once
-	kubeEnv  *kubeharness.Env
-	kubeErr  error
-)
+// kubeEnv is the package's API server (kubeharness.Shared), stopped by TestMain.
+var kubeEnv kubeharness.Shared
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if kubeEnv != nil {
-		kubeEnv.Stop()
-	}
+	kubeEnv.Stop()
 	os.Exit(code)
 }
 
-// needKube returns the shared real API server and a fresh namespace; it skips
-// under -short and fails loudly when the server cannot start.
+// needKube returns the shared real API server's client and a fresh
+// namespace; it skips under -short and fails loudly when the server cannot start.
 func needKube(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real kube-apiserver; skipped under -short")
-	}
-	kubeOnce.Do(func() {
-		bins, err := kubeharness.FindBinaries()
-		if err == nil {
-			kubeEnv, err = kubeharness.New(context.Background(), kubeharness.Options{Binaries: bins})
-		}
-		kubeErr = err
-	})
-	if kubeEnv == nil {
-		t.Fatalf("no API server (%v): build kube-apiserver and etcd with `make test-components`", kubeErr)
-	}
-	ns := "t-" + strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(ns) > 60 {
-		ns = strings.Trim(ns[:60], "-")
-	}
-	if err := kubeEnv.CreateNamespace(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return kubeEnv.Client, ns
+	env, ns := kubeEnv.Need(t)
+	return env.Client, ns
 }
 
 const (

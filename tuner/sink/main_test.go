@@ -4,9 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,20 +19,13 @@ import (
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 )
 
-// shared is the package's API server, started by the first test that needs
-// it (so fuzzing and -short runs start none) and stopped by TestMain.
-var (
-	sharedOnce sync.Once
-	shared     *kubeharness.Env
-	sharedErr  error
-)
+// shared is the package's API server (kubeharness.Shared), stopped by TestMain.
+var shared kubeharness.Shared
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
@@ -42,35 +33,7 @@ func TestMain(m *testing.M) {
 // it skips under -short and fails loudly when the server is missing.
 func needEnv(t *testing.T) (*kubeharness.Env, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real kube-apiserver; skipped under -short")
-	}
-	sharedOnce.Do(func() {
-		bins, err := kubeharness.FindBinaries()
-		if err == nil {
-			shared, err = kubeharness.New(context.Background(), kubeharness.Options{Binaries: bins})
-		}
-		sharedErr = err
-	})
-	if shared == nil {
-		t.Fatalf("no API server (%v): build kube-apiserver and etcd with `make test-components`", sharedErr)
-	}
-	ns := namespaceFor(t)
-	if err := shared.CreateNamespace(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return shared, ns
-}
-
-var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
-
-func namespaceFor(t *testing.T) string {
-	n := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(n) > 50 {
-		n = n[len(n)-50:]
-		n = strings.Trim(n, "-")
-	}
-	return "t-" + n
+	return shared.Need(t)
 }
 
 const (
