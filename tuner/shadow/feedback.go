@@ -466,6 +466,64 @@ func (f *Feedback) place(k int, d *FeedbackDecision, c, rec, home, homeBlocks in
 	}
 }
 
+// Fork returns a copy of f's carried state — each settings entry's
+// divergence and prefix-replica table, the recorded work and the clock —
+// with empty tallies in as many parts: decisions replayed into the fork
+// continue f's trajectories and leave f as it was (a cycle replays the
+// open window on a fork and keeps f at the last completed span).
+func (f *Feedback) Fork() *Feedback {
+	c := &Feedback{settings: f.settings, opt: f.opt, parts: f.parts, slots: make(map[string]int, len(f.slots)),
+		rates: append([]float64(nil), f.rates...), delta: make([][]float64, len(f.delta)), dirty: append([]bool(nil), f.dirty...),
+		prevWork: append([]float64(nil), f.prevWork...), prevAt: f.prevAt, started: f.started,
+		tallies: make([][]feedbackTally, len(f.tallies)), replicas: make([][]replica, len(f.replicas)),
+		pos: make([]int, len(f.pos)), rdt: make([]float64, len(f.rdt)), idleRec: make([]float64, len(f.idleRec))}
+	for k, v := range f.slots {
+		c.slots[k] = v
+	}
+	for k, d := range f.delta {
+		c.delta[k] = append([]float64(nil), d...)
+	}
+	for k, r := range f.replicas {
+		if r != nil {
+			c.replicas[k] = append([]replica(nil), r...)
+		}
+	}
+	for p := range c.tallies {
+		c.tallies[p] = make([]feedbackTally, len(f.settings))
+	}
+	for i := range c.pos {
+		c.pos[i] = -1
+	}
+	return c
+}
+
+// AddPart adds a part with empty tallies and returns its index.
+func (f *Feedback) AddPart() int {
+	f.tallies = append(f.tallies, make([]feedbackTally, len(f.settings)))
+	f.parts++
+	return f.parts - 1
+}
+
+// ResetPart zeroes part p's tallies (the part is reused for other decisions).
+func (f *Feedback) ResetPart(p int) {
+	for i := range f.tallies[p] {
+		f.tallies[p][i] = feedbackTally{}
+	}
+}
+
+// MergePart adds part q of o's tallies into part p of f; o replays the same
+// settings (in order).
+func (f *Feedback) MergePart(p int, o *Feedback, q int) {
+	for i := range f.tallies[p] {
+		t, x := &f.tallies[p][i], &o.tallies[q][i]
+		t.w += x.w
+		t.wTTFT += x.wTTFT
+		t.wTokens += x.wTokens
+		t.wDiverged += x.wDiverged
+		t.ttft.Merge(&x.ttft)
+	}
+}
+
 // Outcome returns settings entry i's outcome over every part.
 func (f *Feedback) Outcome(i int) FeedbackOutcome {
 	var t feedbackTally
