@@ -67,6 +67,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 
 	window := shadowWindow(now, pol.History, &tr.snap.State, dayClockOf(pol))
 	day := t.daySpans(ctx, tg, tr.params, est, window, now)
+	rep.cost = &cycleCost{queries: est.Queries.Queries + day.queries.Queries}
 	src, h := t.decisionSource(tg, est, day, now)
 	if h != nil {
 		return nil, dataHold(h)
@@ -90,6 +91,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 		return nil, h
 	}
 	rep.gateInput = rp.gateInput
+	rep.cost.replayed = rp.replay.Decisions
 
 	obj := objectiveFor(src.Kind(), est, *pol.BlockSizeTokens)
 	ch := choose(cands, obj, rp, *pol.MaxStep, *pol.MinDecisions)

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
@@ -279,6 +282,7 @@ type modelSpans struct{ queried int }
 
 func (m *modelSpans) Estimate(_ context.Context, _ estimator.Target, now time.Time) (*estimator.Estimates, error) {
 	e := m.span(now.Add(-time.Hour), now)
+	e.Queries.Queries = 10
 	lb := cycleEstimates(now)
 	e.DrainRate, e.Nominal = lb.DrainRate, lb.Nominal
 	return e, nil
@@ -286,7 +290,9 @@ func (m *modelSpans) Estimate(_ context.Context, _ estimator.Target, now time.Ti
 
 func (m *modelSpans) EstimateSpan(_ context.Context, _ estimator.Target, from, to time.Time) (*estimator.Estimates, error) {
 	m.queried++
-	return m.span(from, to), nil
+	e := m.span(from, to)
+	e.Queries.Queries = 7
+	return e, nil
 }
 
 func (m *modelSpans) span(from, to time.Time) *estimator.Estimates {
@@ -322,7 +328,8 @@ func TestIncrementalModelReplayEqualsAFullReplay(t *testing.T) {
 	est := &modelSpans{}
 	tg, _ := cycleTarget(t, config.ModeOff, est, nil)
 	clock := replayStart
-	tu := &Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger(), Seed: 5}
+	metrics := exporter.New("test", "test")
+	tu := &Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger(), Seed: 5, Metrics: metrics}
 	var rep *Report
 	for i, at := range []time.Duration{70 * time.Minute, 95 * time.Minute, 125 * time.Minute, 185 * time.Minute} {
 		clock = replayStart.Add(at)
@@ -331,6 +338,15 @@ func TestIncrementalModelReplayEqualsAFullReplay(t *testing.T) {
 			t.Fatalf("cycle %d: %s %+v %s", i, rep.Result, rep.Hold, rep.Error)
 		}
 		rv := rep.Recommendation.Evidence.Replay
+		// The cycle's cost is exported: the lookback's 10 queries and 7 per
+		// window not cached; the decisions it drew.
+		q := rep.Recommendation.Evidence.Day.Queries
+		if got := testutil.ToFloat64(metrics.CycleQueries.WithLabelValues("t")); got != float64(10+7*q.SpansQueried) || (i > 0 && q.SpansQueried > 2) {
+			t.Errorf("cycle %d: gatetuner_cycle_prometheus_queries %v with %d windows queried", i, got, q.SpansQueried)
+		}
+		if got := testutil.ToFloat64(metrics.CycleReplayed.WithLabelValues("t")); got != float64(rv.Decisions) {
+			t.Errorf("cycle %d: gatetuner_cycle_replayed_decisions %v, replayed %d", i, got, rv.Decisions)
+		}
 		if (i > 0) != rv.Continued {
 			t.Fatalf("cycle %d: %+v", i, rv)
 		}

@@ -41,6 +41,15 @@ type Report struct {
 	shadowCur, shadowRec *shadow.Counts
 	shadowScale          float64
 	gateInput            GateInput
+	// cost is what the cycle ran: its Prometheus queries (once it
+	// estimated) and the decisions it replayed.
+	cost *cycleCost
+}
+
+// cycleCost is one cycle's Prometheus queries and replayed decisions.
+type cycleCost struct {
+	queries  int
+	replayed int64
 }
 
 // ApprovalView is mode approve's verdict: the recommendation's hash, the
