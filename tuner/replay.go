@@ -139,7 +139,7 @@ func (st *replayStream) add(fb *shadow.Feedback, sp *spanTally, d *Decision) {
 	sp.n++
 	sp.reqs += max(d.Weight, 0) + boolWeight(d.Weight <= 0)
 	fd := shadow.FeedbackDecision{At: epochSeconds(d.TS), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
-		PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: sp.part}
+		PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: sp.part, Decided: ds}
 	fb.Add(&fd)
 }
 

@@ -46,6 +46,11 @@ type FeedbackDecision struct {
 	Chosen []byte
 	// Part is the part (sub-window) the decision is tallied in.
 	Part int
+	// Decided, when set, are the filter's decisions on Endpoints under each
+	// settings entry (an Accumulator's, index as the settings): a settings
+	// whose trajectory has not diverged sees the recorded endpoints and
+	// reuses its decision instead of deciding again.
+	Decided []gate.Decision
 }
 
 // FeedbackOutcome is one settings entry's estimated outcome in the
@@ -258,7 +263,13 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	// The recorded choice: the live EPP's, else the picker model's under
 	// the settings the decisions were recorded with.
 	cur := &f.settings[0]
-	dec0 := gate.Decide(cur, d.Endpoints)
+	reuse := len(d.Decided) == len(f.settings)
+	var dec0 gate.Decision
+	if reuse {
+		dec0 = d.Decided[0]
+	} else {
+		dec0 = gate.Decide(cur, d.Endpoints)
+	}
 	model := pick(cur, d.Endpoints, &dec0)
 	rec := -1
 	if d.Chosen != nil && len(d.Names) == n {
@@ -310,7 +321,8 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 		// A settings whose trajectory has not diverged sees the recorded state.
 		eps, adj := d.Endpoints, f.adj
 		nmod := 0
-		if f.dirty[k] || tbl != nil {
+		clean := !f.dirty[k] && tbl == nil
+		if !clean {
 			eps, adj = f.eps, f.adjK
 			for i := 0; i < n; i++ {
 				sl := f.idx[i]
@@ -327,7 +339,12 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 				nmod = f.applyReplicas(tbl, d, s.AffinityThreshold)
 			}
 		}
-		dec := gate.Decide(s, eps)
+		var dec gate.Decision
+		if reuse && clean {
+			dec = d.Decided[k]
+		} else {
+			dec = gate.Decide(s, eps)
+		}
 		var c int
 		if !explained && kept(s, eps, &dec, rec) {
 			c = rec

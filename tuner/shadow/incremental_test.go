@@ -124,3 +124,27 @@ func TestFeedbackForkContinuesTheTrajectory(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedbackReusesTheAccumulatorsDecisions: given the accumulator's
+// decisions, the replay reuses them where a settings' trajectory has not
+// diverged — and its outcomes are those it computes deciding itself.
+func TestFeedbackReusesTheAccumulatorsDecisions(t *testing.T) {
+	ds := loadFeedbackBench(t)
+	settings := []gate.Settings{defaultSettings(), staticBar(200000), staticBar(50000), staticBar(10000), staticBar(3000)}
+	for _, replicas := range []bool{false, true} {
+		opt := FeedbackOptions{Rate: 13000, PrefixReplicas: replicas}
+		own, reused := NewFeedback(settings, opt), NewFeedback(settings, opt)
+		acc := NewAccumulator(settings, 13000)
+		for i := range ds {
+			d := ds[i]
+			own.Add(&d)
+			d.Decided = acc.Add(d.Endpoints)
+			reused.Add(&d)
+		}
+		for k := range settings {
+			if got, want := reused.Outcome(k), own.Outcome(k); got != want {
+				t.Errorf("replicas %v, settings %d: reusing %+v, deciding %+v", replicas, k, got, want)
+			}
+		}
+	}
+}
