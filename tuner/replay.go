@@ -386,11 +386,15 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// streamFor returns the target's stream if this cycle may continue it, else
-// a new one from the window's start, saying why in v.
+// streamFor takes the target's stream if this cycle may continue it, else
+// starts a new one from the window's start, saying why in v. The stream is
+// taken out of the Tuner until setStream puts it back: two cycles of one
+// target at once (a manual run during a scheduled one) never share it — the
+// second builds its own.
 func (t *Tuner) streamFor(target string, key *replayKey, w WindowView, v *ReplayView) *replayStream {
 	t.replayMu.Lock()
 	st := t.replays[target]
+	delete(t.replays, target)
 	t.replayMu.Unlock()
 	in := &replayInputs{settings: key.settings, drain: key.drain, fbRate: key.fbRate, fbRates: key.fbRates}
 	why := ""

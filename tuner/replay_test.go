@@ -382,3 +382,24 @@ func sameEvidence(t *testing.T, got, want string) {
 	lo := max(i-300, 0)
 	t.Fatalf("incremental evidence differs from a full replay's at byte %d:\n…%s\n…%s", i, got[lo:min(i+200, len(got))], want[lo:min(i+200, len(want))])
 }
+
+// TestConcurrentCyclesOfOneTargetDoNotShareAStream: a manual cycle during a
+// scheduled one takes no stream the other is replaying into (run with -race).
+func TestConcurrentCyclesOfOneTargetDoNotShareAStream(t *testing.T) {
+	w := newRecordsWriter(t)
+	tg, _ := cycleTarget(t, config.ModeOff, &replayEstimator{drain: 8000}, &RecordsFile{Path: w.path})
+	clock := replayStart.Add(70 * time.Minute)
+	w.until(clock)
+	tu := &Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger()}
+	tu.Cycle(context.Background(), tg)
+	want := evidenceOf(t, tu.Cycle(context.Background(), tg))
+	done := make(chan string, 2)
+	for range 2 {
+		go func() { done <- evidenceOf(t, tu.Cycle(context.Background(), tg)) }()
+	}
+	for range 2 {
+		if got := <-done; got != want {
+			sameEvidence(t, got, want)
+		}
+	}
+}
