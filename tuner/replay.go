@@ -430,10 +430,12 @@ func (t *Tuner) setStream(target string, st *replayStream) {
 	t.replays[target] = st
 }
 
-// heldRates returns the rates this cycle replays with: the target's stream's
-// when each is within rateHold of this cycle's (so the stream stays valid),
-// else this cycle's; held says the stream's were used.
-func (t *Tuner) heldRates(target string, in replayInputs) (replayInputs, bool) {
+// heldRates returns the rates this cycle replays with: the target's
+// stream's while each of its pooled rates is statistically this cycle's —
+// inside this cycle's estimate's interval, or within rateHold of it — so
+// the stream stays valid (the per-endpoint rates are held with them); else
+// this cycle's. held says the stream's were used.
+func (t *Tuner) heldRates(target string, in replayInputs, drainIv, fbIv *estimator.Interval) (replayInputs, bool) {
 	t.replayMu.Lock()
 	st := t.replays[target]
 	t.replayMu.Unlock()
@@ -441,15 +443,8 @@ func (t *Tuner) heldRates(target string, in replayInputs) (replayInputs, bool) {
 		return in, false
 	}
 	k := &st.key
-	if !near(k.drain, in.drain) || !near(k.fbRate, in.fbRate) {
+	if !holds(k.drain, in.drain, drainIv) || !holds(k.fbRate, in.fbRate, fbIv) {
 		return in, false
-	}
-	for _, rates := range []map[string]float64{k.fbRates, in.fbRates} {
-		for name := range rates {
-			if !near(rateOf(k.fbRates, k.fbRate, name), rateOf(in.fbRates, in.fbRate, name)) {
-				return in, false
-			}
-		}
 	}
 	if k.drain == in.drain && k.fbRate == in.fbRate && maps.Equal(k.fbRates, in.fbRates) {
 		return in, false
@@ -458,12 +453,10 @@ func (t *Tuner) heldRates(target string, in replayInputs) (replayInputs, bool) {
 	return in, true
 }
 
-// rateOf is the rate the feedback replay gives endpoint name.
-func rateOf(rates map[string]float64, def float64, name string) float64 {
-	if r, ok := rates[name]; ok && r > 0 && !math.IsInf(r, 0) {
-		return r
-	}
-	return def
+// holds: the held rate stands for this cycle's estimate v — inside its
+// interval iv, or within rateHold of it.
+func holds(held, v float64, iv *estimator.Interval) bool {
+	return near(held, v) || iv != nil && held >= iv.Low && held <= iv.High
 }
 
 // near: a and b are within rateHold of each other (relative to b).
@@ -478,12 +471,22 @@ func near(a, b float64) bool {
 func (t *Tuner) replayRates(target string, est *estimator.Estimates, params gate.Params, drain float64, ppt *ThroughputNote) (replayInputs, bool) {
 	in := replayInputs{drain: drain}
 	in.fbRate, in.fbRates, in.fbRateSource = feedbackRates(est, params)
-	out, held := t.heldRates(target, in)
+	var drainIv, fbIv *estimator.Interval
+	if ppt.Write {
+		drainIv = est.DrainRate.Interval
+	}
+	switch in.fbRateSource {
+	case "drain-rate estimate":
+		fbIv = est.DrainRate.Interval
+	case "nominal estimate":
+		fbIv = est.Nominal.Interval
+	}
+	out, held := t.heldRates(target, in, drainIv, fbIv)
 	if !held {
 		return in, false
 	}
 	if out.drain != drain {
-		ppt.Note += fmt.Sprintf("; %.0f tok/s held: the shadow replay's rate, within %.0f %% of this cycle's %.0f (docs/tuner.md, \"Cost\")", out.drain, rateHold*100, drain)
+		ppt.Note += fmt.Sprintf("; %.0f tok/s held: the shadow replay's rate, within this cycle's estimate %.0f's interval or %.0f %% of it (docs/tuner.md, \"Cost\")", out.drain, drain, rateHold*100)
 		if ppt.Value == drain {
 			ppt.Value = out.drain
 		}

@@ -93,13 +93,17 @@ func (w *recordsWriter) until(now time.Time) int {
 	return n
 }
 
-// replayEstimator serves the lookback estimates with a settable drain rate.
-type replayEstimator struct{ drain float64 }
+// replayEstimator serves the lookback estimates with a settable drain rate
+// (and interval).
+type replayEstimator struct {
+	drain float64
+	iv    *estimator.Interval
+}
 
 func (e *replayEstimator) Estimate(_ context.Context, _ estimator.Target, now time.Time) (*estimator.Estimates, error) {
 	est := cycleEstimates(now)
 	d := e.drain
-	est.DrainRate.Value = &d
+	est.DrainRate.Value, est.DrainRate.Interval = &d, e.iv
 	return est, nil
 }
 
@@ -173,6 +177,14 @@ func TestReplayStreamIsRebuiltWhenItsInputsChange(t *testing.T) {
 			change: func(_ *testing.T, _ *Target, est *replayEstimator, _ string, _ *recordsWriter) { est.drain = 8300 }},
 		{name: "the drain rate moves more", rebuilt: "the prefill rates moved",
 			change: func(_ *testing.T, _ *Target, est *replayEstimator, _ string, _ *recordsWriter) { est.drain = 9000 }},
+		{name: "the drain rate moves more, but its interval holds the stream's: held", continued: true, held: true,
+			change: func(_ *testing.T, _ *Target, est *replayEstimator, _ string, _ *recordsWriter) {
+				est.drain, est.iv = 9000, &estimator.Interval{Low: 7900, High: 10100}
+			}},
+		{name: "the drain rate moves more, out of its interval", rebuilt: "the prefill rates moved",
+			change: func(_ *testing.T, _ *Target, est *replayEstimator, _ string, _ *recordsWriter) {
+				est.drain, est.iv = 9000, &estimator.Interval{Low: 8500, High: 9500}
+			}},
 		{name: "the settings in force change (a person's edit): other candidates", rebuilt: "the candidates changed",
 			change: func(t *testing.T, _ *Target, _ *replayEstimator, path string, _ *recordsWriter) {
 				b, err := os.ReadFile(path)
