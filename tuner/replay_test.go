@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -414,4 +415,57 @@ func TestConcurrentCyclesOfOneTargetDoNotShareAStream(t *testing.T) {
 			sameEvidence(t, got, want)
 		}
 	}
+}
+
+// TestHistoryStartPassingASpanKeepsTheCarriedState: once the history's
+// start passes a span, the span's tallies leave the evidence but its effect
+// on the candidates' carried load stays: the window tallies (decisions,
+// verdicts, excess) are a fresh daemon's exactly, the feedback outcomes
+// may differ by what the carried state brings into the oldest window — the
+// test logs by how much (docs/tuner.md, "Cost").
+func TestHistoryStartPassingASpanKeepsTheCarriedState(t *testing.T) {
+	w := newRecordsWriter(t)
+	tg, _ := cycleTarget(t, config.ModeOff, &replayEstimator{drain: 8000}, &RecordsFile{Path: w.path})
+	tg.Config.Policy.History = 2 * time.Hour
+	clock := replayStart.Add(70 * time.Minute)
+	tu := &Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger()}
+	w.until(clock)
+	tu.Cycle(context.Background(), tg)
+	clock = replayStart.Add(185 * time.Minute) // the history now starts at 07:00: 06:00 left
+	w.until(clock)
+	inc := tu.Cycle(context.Background(), tg).Recommendation.Evidence
+	full := (&Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger()}).Cycle(context.Background(), tg).Recommendation.Evidence
+	if !inc.Replay.Continued || inc.Window != full.Window {
+		t.Fatalf("incremental %+v window %+v, fresh window %+v", inc.Replay, inc.Window, full.Window)
+	}
+	worst, worstLabel := 0.0, ""
+	var diffs []float64
+	for i, c := range inc.Objective.Candidates {
+		f := full.Objective.Candidates[i]
+		if c.ExcessTokens != f.ExcessTokens || c.Label != f.Label {
+			t.Fatalf("candidate %s: excess %v, a fresh daemon's %v: the tallies must not depend on the carried state", c.Label, c.ExcessTokens, f.ExcessTokens)
+		}
+		if f.FeedbackP90 > 0 {
+			d := math.Abs(c.FeedbackP90/f.FeedbackP90 - 1)
+			diffs = append(diffs, d)
+			if d > worst {
+				worst, worstLabel = d, c.Label
+			}
+		}
+	}
+	slices.Sort(diffs)
+	same := 0
+	for _, d := range diffs {
+		if d == 0 {
+			same++
+		}
+	}
+	t.Logf("candidates: %d, feedback p90 identical for %d, median difference %.2f %%", len(diffs), same, 100*diffs[len(diffs)/2])
+	for k, win := range inc.Day.Windows {
+		if fw := full.Day.Windows[k]; win.Decisions != fw.Decisions || win.Requests != fw.Requests {
+			t.Fatalf("window %s: %d decisions, a fresh daemon's %d", win.Label, win.Decisions, fw.Decisions)
+		}
+	}
+	t.Logf("feedback TTFT p90 over the history: largest difference from a fresh daemon %.2f %% (%s); recommended %s vs %s",
+		100*worst, worstLabel, inc.Objective.Recommended.Settings, full.Objective.Recommended.Settings)
 }
