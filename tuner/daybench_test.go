@@ -3,6 +3,9 @@ package tuner_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"testing"
@@ -163,7 +166,8 @@ func BenchmarkDayCycle(b *testing.B) {
 // first-queries; each timed iteration is a later cycle 5 minutes on.
 // heap-MB is the process's live heap after the cycles (the embedded
 // TSDB's head included), tuner-heap-MB what the Tuner holds from cycle to
-// cycle (the heap freed when it is dropped).
+// cycle (the heap freed when it is dropped); GATETUNER_BENCH_HEAPPROFILE=file
+// writes the heap's profile before the Tuner is dropped.
 func BenchmarkDayCycle24h(b *testing.B) {
 	dir := b.TempDir()
 	p := simulatedPool(b, 64, dir+"/sim")
@@ -215,8 +219,24 @@ func BenchmarkDayCycle24h(b *testing.B) {
 	// What the Tuner itself holds (the day cache, the replay stream): the
 	// heap it frees when dropped.
 	held := heapMB()
+	if path := os.Getenv("GATETUNER_BENCH_HEAPPROFILE"); path != "" {
+		writeHeapProfile(b, path)
+	}
 	tu, p.target = nil, nil
 	b.ReportMetric(held-heapMB(), "tuner-heap-MB")
+}
+
+// writeHeapProfile writes the live heap's profile to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // tile reads every series of src over [start, start+day) at step and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
@@ -90,7 +91,7 @@ type spanTally struct {
 type replayStream struct {
 	key    replayKey
 	origin time.Time
-	fb     *shadow.Feedback
+	fb     *shadow.Sharded
 	spans  map[int64]*spanTally
 	free   []int
 	// mark is where a records source stopped.
@@ -101,11 +102,21 @@ type replayStream struct {
 
 func newReplayStream(key replayKey, origin time.Time, in *replayInputs) *replayStream {
 	return &replayStream{key: key, origin: origin, sealed: origin, spans: map[int64]*spanTally{},
-		fb: shadow.NewFeedback(in.settings, shadow.FeedbackOptions{Rate: in.fbRate, Rates: in.fbRates, Parts: 0, PrefixReplicas: key.replicas})}
+		fb: shadow.NewSharded(in.settings, shadow.FeedbackOptions{Rate: in.fbRate, Rates: in.fbRates, PrefixReplicas: key.replicas}, replayShards(len(in.settings)))}
+}
+
+// replayShards is how many goroutines a feedback replay of n candidates
+// runs on: one per core the process may use, up to four (the replay's
+// entries are independent; the tallies are the same on any number).
+func replayShards(n int) int {
+	if n < 8 {
+		return 1
+	}
+	return min(runtime.GOMAXPROCS(0), 4)
 }
 
 // span returns the span of a decision at ts (created in fb when new).
-func (st *replayStream) span(fb *shadow.Feedback, c dayClock, ts time.Time, in *replayInputs) *spanTally {
+func (st *replayStream) span(fb *shadow.Sharded, c dayClock, ts time.Time, in *replayInputs) *spanTally {
 	start := c.start(ts)
 	key := start.UnixNano()
 	if sp, ok := st.spans[key]; ok {
@@ -133,7 +144,7 @@ func (st *replayStream) drop(c dayClock, from time.Time) {
 }
 
 // add replays one decision into its span and the feedback replay fb.
-func (st *replayStream) add(fb *shadow.Feedback, sp *spanTally, d *Decision) {
+func (st *replayStream) add(fb *shadow.Sharded, sp *spanTally, d *Decision) {
 	ds := sp.acc.Add(d.Endpoints)
 	sp.acc.Observe(&ds[0], d.Observed)
 	sp.n++
@@ -163,7 +174,7 @@ type replayRun struct {
 	// open are the model spans replayed this cycle on a fork of the stream
 	// (not kept); work is that fork.
 	open []*spanTally
-	work *shadow.Feedback
+	work *shadow.Sharded
 }
 
 // replay runs every candidate over the window's decisions — the shadow
@@ -255,7 +266,7 @@ func (v *ReplayView) restart(why string) {
 }
 
 // addNew replays a decision this cycle reads for the first time.
-func (run *replayRun) addNew(fb *shadow.Feedback, sp *spanTally, d *Decision) {
+func (run *replayRun) addNew(fb *shadow.Sharded, sp *spanTally, d *Decision) {
 	if !d.TS.Before(run.since) {
 		run.fresh.Add(d.Endpoints)
 	}
@@ -346,7 +357,7 @@ func (run *replayRun) result(ncands int) *replayed {
 	r.fb = shadow.NewFeedback(in.settings, shadow.FeedbackOptions{Rate: in.fbRate, Rates: in.fbRates, Parts: nw, PrefixReplicas: run.st.key.replicas})
 	type source struct {
 		sp *spanTally
-		fb *shadow.Feedback
+		fb *shadow.Sharded
 	}
 	var all []source
 	for _, sp := range run.st.spans {
@@ -362,7 +373,7 @@ func (run *replayRun) result(ncands int) *replayed {
 	for _, s := range all {
 		sp, k := s.sp, s.sp.index
 		r.parts[k].Merge(sp.acc)
-		r.fb.MergePart(k, s.fb, sp.part)
+		s.fb.MergeInto(r.fb, k, sp.part)
 		r.n[k] += sp.n
 		r.reqs[k] += sp.reqs
 		if sp.n > 0 && (r.days[k] == 0 || lastDay[k] != sp.day) {

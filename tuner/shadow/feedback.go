@@ -121,6 +121,9 @@ type Feedback struct {
 	settings []gate.Settings
 	opt      FeedbackOptions
 	parts    int
+	// lo and hi bound the entries replayed and tallied (a shard's; entry 0
+	// always decides the recorded choice).
+	lo, hi int
 
 	// Endpoint identity: names to slots (position when unnamed).
 	slots map[string]int
@@ -157,7 +160,7 @@ func NewFeedback(settings []gate.Settings, opt FeedbackOptions) *Feedback {
 	parts := max(opt.Parts, 1)
 	f := &Feedback{settings: settings, opt: opt, parts: parts, slots: map[string]int{},
 		delta: make([][]float64, len(settings)), dirty: make([]bool, len(settings)), tallies: make([][]feedbackTally, parts),
-		replicas: make([][]replica, len(settings))}
+		replicas: make([][]replica, len(settings)), hi: len(settings)}
 	for p := range f.tallies {
 		f.tallies[p] = make([]feedbackTally, len(settings))
 	}
@@ -314,7 +317,7 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	for i := 0; i < n; i++ {
 		f.adj[i] = float64(d.Endpoints[i].InFlightTokens)
 	}
-	for k := range f.settings {
+	for k := f.lo; k < f.hi; k++ {
 		s := &f.settings[k]
 		dk := f.delta[k]
 		tbl := f.replicas[k]
@@ -489,7 +492,7 @@ func (f *Feedback) place(k int, d *FeedbackDecision, c, rec, home, homeBlocks in
 // continue f's trajectories and leave f as it was (a cycle replays the
 // open window on a fork and keeps f at the last completed span).
 func (f *Feedback) Fork() *Feedback {
-	c := &Feedback{settings: f.settings, opt: f.opt, parts: f.parts, slots: make(map[string]int, len(f.slots)),
+	c := &Feedback{settings: f.settings, opt: f.opt, parts: f.parts, lo: f.lo, hi: f.hi, slots: make(map[string]int, len(f.slots)),
 		rates: append([]float64(nil), f.rates...), delta: make([][]float64, len(f.delta)), dirty: append([]bool(nil), f.dirty...),
 		prevWork: append([]float64(nil), f.prevWork...), prevAt: f.prevAt, started: f.started,
 		tallies: make([][]feedbackTally, len(f.tallies)), replicas: make([][]replica, len(f.replicas)),
@@ -530,8 +533,11 @@ func (f *Feedback) ResetPart(p int) {
 
 // MergePart adds part q of o's tallies into part p of f; o replays the same
 // settings (in order).
-func (f *Feedback) MergePart(p int, o *Feedback, q int) {
-	for i := range f.tallies[p] {
+func (f *Feedback) MergePart(p int, o *Feedback, q int) { f.mergeRange(p, o, q, 0, len(f.tallies[p])) }
+
+// mergeRange is MergePart for the entries lo ≤ i < hi.
+func (f *Feedback) mergeRange(p int, o *Feedback, q, lo, hi int) {
+	for i := lo; i < hi; i++ {
 		t, x := &f.tallies[p][i], &o.tallies[q][i]
 		t.w += x.w
 		t.wTTFT += x.wTTFT

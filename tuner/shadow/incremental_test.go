@@ -148,3 +148,47 @@ func TestFeedbackReusesTheAccumulatorsDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedFeedbackIsOneFeedback: the settings split over shards replay
+// in parallel to exactly one Feedback's tallies, across forks and parts.
+func TestShardedFeedbackIsOneFeedback(t *testing.T) {
+	ds := loadFeedbackBench(t)
+	settings := []gate.Settings{defaultSettings()}
+	for k := range 9 {
+		settings = append(settings, staticBar(2000*math.Pow(2, float64(k)/2)))
+	}
+	for _, shards := range []int{1, 2, 3} {
+		opt := FeedbackOptions{Rate: 13000, Rates: map[string]float64{"glm-5-2-decode-3": 9000}, PrefixReplicas: true, Parts: 2}
+		one, sh := NewFeedback(settings, opt), NewSharded(settings, opt, shards)
+		acc := NewAccumulator(settings, 13000)
+		half := len(ds) / 2
+		for i := range ds[:half] {
+			d := ds[i]
+			d.Decided = acc.Add(d.Endpoints)
+			if i%7 == 0 {
+				d.Names[3] = nil // an unnamed endpoint
+			}
+			one.Add(&d)
+			sh.Add(&d)
+		}
+		fork := sh.Fork()
+		p := fork.AddPart()
+		for i := half; i < len(ds); i++ {
+			d := ds[i]
+			d.Part = 1
+			one.Add(&d)
+			d.Part = p
+			fork.Add(&d)
+		}
+		got := NewFeedback(settings, FeedbackOptions{Parts: 2})
+		sh.MergeInto(got, 0, 0)
+		fork.MergeInto(got, 1, p)
+		for k := range settings {
+			for part := range 2 {
+				if g, w := got.PartOutcome(part, k), one.PartOutcome(part, k); g != w {
+					t.Errorf("%d shards, settings %d, part %d: %+v, one Feedback %+v", shards, k, part, g, w)
+				}
+			}
+		}
+	}
+}
