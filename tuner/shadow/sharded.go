@@ -152,13 +152,15 @@ func (s *Sharded) wait() {
 	}
 }
 
-// Flush replays every decision added so far and waits for it.
+// Flush replays every decision added so far and waits for it; the
+// batches' memory is let go (a replay kept between cycles holds none).
 func (s *Sharded) Flush() {
 	if len(s.shards) == 1 {
 		return
 	}
 	s.dispatch()
 	s.wait()
+	s.fill, s.spare = nil, nil
 }
 
 // Fork returns a copy of the carried state with empty tallies (Feedback.Fork).
