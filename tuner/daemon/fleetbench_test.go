@@ -184,6 +184,9 @@ func BenchmarkFleet50x8(b *testing.B) {
 	for _, ns := range names {
 		s := *sc
 		s.Namespace = ns
+		if err := os.MkdirAll(filepath.Join(dir, ns), 0o755); err != nil {
+			b.Fatal(err)
+		}
 		path, err := simenv.WriteEPPConfig(filepath.Join(dir, ns), &s, cur, false)
 		if err != nil {
 			b.Fatal(err)
