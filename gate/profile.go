@@ -259,8 +259,8 @@ var ErrRemovedProfile = errors.New("removed build profile")
 const (
 	upstreamRouter202608 = "llm-d/llm-d-router@ebab687927f5331c1b39defcb579a07951bce56c (main, 2026-08-21; " +
 		"filter plugin.go@800ec0e45, the same decision and keys as plugin.go@ff37a5592 in tags v0.9.0-rc.1 … v0.10.0)"
-	upstreamRouter202609 = "llm-d/llm-d-router main after PR #2720 (merged 2026-09-06): the filter of 17dd1ab57 without " +
-		"its calibration additions; the merge commit is not recorded in the sources gatetuner read (docs/gate.md)"
+	upstreamRouter202609 = "llm-d/llm-d-router main from PR #2720 (opened and approved 2026-09-06, merged): the filter of 17dd1ab57 " +
+		"without its calibration additions; the merge commit is not recorded in the sources gatetuner read (docs/gate.md)"
 	upstreamCalibration = "llm-d/llm-d-router@17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67 (head of PR #2938, " +
 		"\"resolve peak prefill throughput from a calibration record\", opened 2026-09-20; not in main or any release tag)"
 	upstreamCalibrationV2 = "llm-d/llm-d-router@066c20ea107e538797d3256ab0803a4f50625975 (PR #2938's calibration " +
@@ -296,8 +296,8 @@ func BuiltinProfiles() []Profile {
 var removedProfiles = map[string]string{
 	ProfileRouterNewest: "it matched no single EPP build (the calibration keys of PR #2938 with the request gate and " +
 		"missing-signal rule of other unmerged pull requests); name the build your EPP runs: " +
-		ProfileRouter202608 + " (tags v0.9.0 … v0.10.0, main to 2026-09-05), " +
-		ProfileRouter202609 + " (main from 2026-09-06), " +
+		ProfileRouter202608 + " (tags v0.9.0 … v0.10.0, main before PR #2720), " +
+		ProfileRouter202609 + " (main from PR #2720, 2026-09-06), " +
 		ProfileRouterCalibration + " or " + ProfileRouterCalibrationV2 + " (PR #2938's calibration builds), " +
 		"or declare a custom profile (profiles: in the daemon config) with your build's keys, missingSignal and thresholdRule; " +
 		"gatetuner doctor suggests one from the EPP image tag",
