@@ -657,8 +657,9 @@ func TestObjectsCarryTheRecommendedLabels(t *testing.T) {
 	}
 }
 
-// networkPolicyAdmitsMetrics: np selects ingress only, on the metrics port,
-// from namespace ns.
+// networkPolicyAdmitsMetrics: np restricts ingress only, to the metrics
+// port, from namespace ns; egress it leaves open (no Egress policy type, or
+// one rule allowing all).
 func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns string) bool {
 	t.Helper()
 	if np == nil {
@@ -669,6 +670,8 @@ func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns 
 		return false
 	}
 	from := p.Spec.Ingress[0].From
-	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns &&
-		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
+	egressOpen := slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
+		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) &&
+			len(p.Spec.Egress) == 1 && reflect.DeepEqual(p.Spec.Egress[0], networkingv1.NetworkPolicyEgressRule{})
+	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns && egressOpen
 }
