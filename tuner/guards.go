@@ -246,6 +246,8 @@ func autoWindowGuard(av *ApplyWindowView) verdict {
 			when = "at " + av.Opens.UTC().Format(time.RFC3339)
 		}
 		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens %s; %s", when, av.Detail)}
+	case av.Settling != "":
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: "the apply window is open but " + av.Settling + "; " + av.Detail}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }
