@@ -30,6 +30,8 @@ type epp struct {
 	epoch  uint32
 
 	reps []eppReplica
+	// pd is the P/D routing state (nil without disaggregation).
+	pd *eppPD
 
 	eps     []gate.Endpoint
 	kept    []int
@@ -179,6 +181,14 @@ type decision struct {
 	outcome gate.Outcome
 	chosen  int
 	total   int32
+	// P/D: prefill is the prefill pick (-1: decode only); gated whether the
+	// gate ran, over the endpoints pool (eps their inputs, gateChosen the
+	// pick's index in pool).
+	prefill    int
+	gated      bool
+	pool       []int
+	eps        []gate.Endpoint
+	gateChosen int
 }
 
 // route runs the producers, the gate and the picker for r, charges the
@@ -238,8 +248,11 @@ func (e *epp) route(r *request) decision {
 	return dec
 }
 
-// firstToken releases r's in-flight tokens.
+// firstToken releases r's in-flight tokens (and its prefill pick's).
 func (e *epp) firstToken(r *request) {
+	if r.pfHeld {
+		e.firstTokenPD(r)
+	}
 	if r.eppTokHeld && r.eppEpoch == e.epoch {
 		e.tokens[r.ep] -= r.eppTokens
 		if len(e.reps) > 1 {

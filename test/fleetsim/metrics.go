@@ -67,6 +67,7 @@ func (h *hist) observeN(v float64, n int64) {
 type podMetrics struct {
 	promptTokens, localCompute, localCacheHit, cachedTokens int64
 	pcQueries, pcHits, genTokens, preemptions, success      int64
+	extTransfer                                             int64
 
 	promptTokensH, kvComputedH, genTokensH      hist
 	ttft, itl                                   hist
@@ -88,6 +89,8 @@ type eppMetrics struct {
 	decisions              [gate.NumOutcomes]int64
 	attempts               []int64
 	inputH, cachedH, ttftH hist
+	// disagg counts P/D decisions: [0] decode-only, [1] prefill-decode.
+	disagg [2]int64
 }
 
 func (m *eppMetrics) init(pods int) {
@@ -243,15 +246,21 @@ func vllmTargetLabels(s *sim, x *ExportShape, i int) string {
 	inst := podIP(pod) + ":" + strconv.Itoa(x.port(ep))
 	switch x.Scrape {
 	case ScrapeOperator:
+		// One PodMonitor per role (llm-d's recipe monitor selects only
+		// role "both"; a P/D deployment needs its own).
+		job := sc.Namespace + "/" + sc.Target + "-decode"
+		if x.isPrefill(sc, pod) {
+			job = sc.Namespace + "/" + sc.Target + "-prefill"
+		}
 		return labelSet("engine", eng, "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(ep)),
-			"instance", inst, "job", sc.Namespace+"/"+sc.Target+"-decode", "namespace", sc.Namespace, "pod", sc.PodName(pod))
+			"instance", inst, "job", job, "namespace", sc.Namespace, "pod", x.podName(sc, pod))
 	case ScrapeKubernetesSD:
 		return labelSet("engine", eng, "model_name", sc.Model, "instance", inst, "job", "vllm")
 	}
 	if x.DPRanks > 1 {
-		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod), "instance", inst)
+		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", x.podName(sc, pod), "instance", inst)
 	}
-	return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod))
+	return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", x.podName(sc, pod))
 }
 
 func ival(p *int64) func() int64 { return func() int64 { return *p } }
@@ -285,16 +294,18 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 
 	perPod("vllm:num_requests_running", typGauge, "Number of requests in model execution batches.",
 		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.nRunning) }} })
+	// Waiting counts the decode legs deferred while their KV loads (P/D).
 	perPod("vllm:num_requests_waiting", typGauge, "Number of requests waiting to be processed.",
-		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.waiting.len()) }} })
+		func(p *pod) metricDef {
+			return metricDef{geti: func() int64 { return int64(p.waiting.len()) + int64(p.deferred) }}
+		})
 	if vg == VLLMMid2026 || vg == VLLMLate2026 {
 		f := familyDef{name: "vllm:num_requests_waiting_by_reason", typ: typGauge, help: "Number of requests waiting to be processed, by reason."}
-		zero := func() int64 { return 0 }
 		for _, i := range scraped {
 			p := s.pods[i]
 			f.metrics = append(f.metrics,
 				metricDef{labels: podLabels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.waiting.len()) }},
-				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: zero})
+				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: func() int64 { return int64(p.deferred) }})
 		}
 		add(f)
 	}
@@ -313,11 +324,10 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.promptTokens)} })
 	{
 		f := familyDef{name: "vllm:prompt_tokens_by_source", typ: typCounter, help: "Number of prompt tokens by source."}
-		zero := func() int64 { return 0 }
 		for _, i := range scraped {
 			p := s.pods[i]
 			f.metrics = append(f.metrics,
-				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: zero},
+				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: ival(&p.m.extTransfer)},
 				metricDef{labels: podLabels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.m.localCacheHit)},
 				metricDef{labels: podLabels[i] + ",source=\"local_compute\"", geti: ival(&p.m.localCompute)})
 		}
@@ -339,8 +349,15 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.genTokens)} })
 	perPod("vllm:num_preemptions", typCounter, "Cumulative number of preemption from the engine.",
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.preemptions)} })
+	// A prefill pod's requests stop at max_tokens 1 (the sidecar caps them).
 	perPod("vllm:request_success", typCounter, "Count of successfully processed requests.",
-		func(p *pod) metricDef { return metricDef{labels: `finished_reason="stop"`, geti: ival(&p.m.success)} })
+		func(p *pod) metricDef {
+			reason := `finished_reason="stop"`
+			if x.isPrefill(sc, x.podOf(x.endpointOf(int(p.idx)))) {
+				reason = `finished_reason="length"`
+			}
+			return metricDef{labels: reason, geti: ival(&p.m.success)}
+		})
 	hists := []struct {
 		name, help string
 		h          func(p *pod) *hist
@@ -473,7 +490,7 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
 		for i := range rp.m.attempts {
 			m := metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(x.podOf(i)),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", x.podName(sc, x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]),
 			}
@@ -484,13 +501,16 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		}
 		add(f)
 	}
+	if x.pd() {
+		addDisaggFamilies(sc, lb, rp, add)
+	}
 	if gen == EPP010 || gen == EPP08 {
 		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
 		// the llm_d_epp_* names by main.
 		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
 		for i := range rp.m.attempts {
 			f.metrics = append(f.metrics, metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(x.podOf(i)),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", x.podName(sc, x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]), present: counterPresent(&rp.m.attempts[i]),
 			})
@@ -518,6 +538,25 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		}
 		add(f)
 	}
+}
+
+// addDisaggFamilies emits the disagg-profile-handler's decision counters
+// (llm-d-router pkg/epp/framework/plugins/scheduling/profilehandler/disagg/
+// metrics.go, RecordDisaggDecision: the llm_d_epp_ name and the deprecated
+// llm_d_inference_scheduler_ one, both per decision type).
+func addDisaggFamilies(sc *Scenario, lb eppLabeler, rp *eppReplica, add func(familyDef)) {
+	types := [2]string{"decode-only", "prefill-decode"}
+	f := familyDef{name: "llm_d_epp_disagg_decision", typ: typCounter, help: "Total number of disaggregation routing decisions made"}
+	g := familyDef{name: "llm_d_inference_scheduler_disagg_decision", typ: typCounter,
+		help: "[Deprecated: Use llm_d_epp_disagg_decision_total] Total number of disaggregation routing decisions made"}
+	for i, dt := range types {
+		f.metrics = append(f.metrics, metricDef{labels: lb.labels("plugin_name", "disagg-profile-handler", "plugin_type", "disagg-profile-handler",
+			"model_name", sc.Model, "decision_type", dt), geti: ival(&rp.m.disagg[i]), present: counterPresent(&rp.m.disagg[i])})
+		g.metrics = append(g.metrics, metricDef{labels: lb.labels("model_name", sc.Model, "decision_type", dt),
+			geti: ival(&rp.m.disagg[i]), present: counterPresent(&rp.m.disagg[i])})
+	}
+	add(f)
+	add(g)
 }
 
 // --- rendering ---
