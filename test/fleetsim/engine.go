@@ -1,6 +1,9 @@
 package fleetsim
 
-import "container/heap"
+import (
+	"container/heap"
+	"math"
+)
 
 // request is one request's life in the EPP and in an engine.
 type request struct {
@@ -188,6 +191,8 @@ type engineHooks interface {
 	finished(p *pod, r *request, now int64)
 	// kvRequested: a decode leg was admitted and its KV transfer starts.
 	kvRequested(p *pod, r *request, now int64)
+	// aborted: the engine died with the request on it.
+	aborted(p *pod, r *request, now int64)
 }
 
 // pod is one vLLM engine: a waiting queue, a running set, chunked prefill
@@ -231,12 +236,14 @@ type pod struct {
 	// finished prefill legs whose KV a decode pod has not pulled yet.
 	deferred int32
 	sending  int32
+	// up: the engine runs (false after it departed, until it rejoins).
+	up bool
 
 	m podMetrics
 }
 
 func newPod(idx int, cfg engineCfg, tree *nodeTree, cache *blockCache, hooks engineHooks, maxModelLen int) *pod {
-	p := &pod{idx: int32(idx), cfg: cfg, tree: tree, cache: cache, hooks: hooks, growCnt: make([]int32, cfg.bs), grownFor: -1}
+	p := &pod{idx: int32(idx), cfg: cfg, tree: tree, cache: cache, hooks: hooks, growCnt: make([]int32, cfg.bs), grownFor: -1, up: true}
 	p.m.init(maxModelLen)
 	return p
 }
@@ -763,4 +770,45 @@ func (p *pod) progress(t int64) (work, busy, decode float64) {
 		decode += f * float64(p.stepDecode) * p.cfg.decodeNs
 	}
 	return work, busy, decode
+}
+
+// abortAll kills the engine: every waiting and running request is dropped
+// (its client sees an error), its KV freed and the prefix cache emptied.
+func (p *pod) abortAll(now int64) {
+	var rs []*request
+	for p.waiting.len() > 0 {
+		rs = append(rs, p.waiting.popFront())
+	}
+	for r := p.runHead; r != nil; {
+		next := r.next
+		r.prev, r.next, r.running, r.decoding = nil, nil, false, false
+		rs = append(rs, r)
+		r = next
+	}
+	for _, r := range rs {
+		p.unpinPath(r)
+		r.heapIdx = -1
+	}
+	p.runHead, p.runTail, p.nRunning = nil, nil, 0
+	p.prefilling = p.prefilling[:0]
+	p.decoders = p.decoders[:0]
+	for i := range p.growCnt {
+		p.growCnt[i] = 0
+	}
+	for i := range p.stepChunks {
+		p.stepChunks[i] = nil
+	}
+	p.stepChunks = p.stepChunks[:0]
+	p.nDecode, p.private, p.grownFor, p.busy = 0, 0, -1, false
+	p.cache.evictLRU(p.idx, math.MaxInt64)
+	for _, r := range rs {
+		p.hooks.aborted(p, r, now)
+	}
+}
+
+// restart brings a dead engine back as a new process: counters from zero.
+func (p *pod) restart(maxModelLen int) {
+	p.m = podMetrics{}
+	p.m.init(maxModelLen)
+	p.up = true
 }

@@ -343,6 +343,9 @@ func exportShape(sc *Scenario, opt *Options) (ExportShape, error) {
 	if err := x.Validate(); err != nil {
 		return x, fmt.Errorf("scenario %s: exporters: %w", sc.Name, err)
 	}
+	if x.DepartPods > sc.Pods.Count {
+		return x, fmt.Errorf("scenario %s: exporters: departPods %d exceeds the %d pods", sc.Name, x.DepartPods, sc.Pods.Count)
+	}
 	return x, nil
 }
 

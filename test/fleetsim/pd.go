@@ -28,7 +28,6 @@ type eppPD struct {
 	// waiting is the vLLM waiting queue the queue-scorer reads (the EPP
 	// scrapes vllm:num_requests_waiting; the simulator reads it exactly).
 	waiting func(ep int) int64
-	eps     []gate.Endpoint
 }
 
 // routePD routes r through the decode profile, the decider and (when it
@@ -89,20 +88,21 @@ func (e *epp) routePD(r *request) decision {
 		rp.m.disagg[0]++
 	}
 	rp.m.attempts[best]++
+	rp.m.observeHit(e.matched[best], total, bs)
 	return dec
 }
 
-// gatePick runs the gate over pool (the profile carrying it) and picks the
+// gatePick runs the gate over pool (the candidates, or the P/D profile
+// carrying the gate) and picks the
 // fewest in-flight tokens among the endpoints it kept; it returns the
 // endpoint index and fills dec's gate fields.
 func (e *epp) gatePick(pool []int, dec *decision, rp *eppReplica, tokens, reqs []int64, total int32) int {
-	pd := e.pd
-	eps := pd.eps[:0]
+	eps := e.poolEps[:0]
 	for _, i := range pool {
 		eps = append(eps, gate.Endpoint{HasMatch: true, MatchBlocks: int(e.matched[i]), TotalBlocks: int(total), BlockSizeTokens: int(e.bs),
 			HasLoad: true, InFlightTokens: tokens[i], InFlightRequests: reqs[i]})
 	}
-	pd.eps = eps
+	e.poolEps = eps
 	dec.d = gate.Decide(&e.settings, eps)
 	dec.outcome = dec.d.Outcome
 	if dec.d.ExplorationPossible && rp.explore.Float64() < e.settings.ExplorationProbability {

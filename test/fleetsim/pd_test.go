@@ -19,17 +19,23 @@ func runPD(t *testing.T, spec string) (*omFile, *Truth, []gateRecord) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseOM(t, om.Bytes()), tr, parseRecords(t, &rec)
+}
+
+// parseRecords decodes gate records.
+func parseRecords(t *testing.T, rec *bytes.Buffer) []gateRecord {
+	t.Helper()
 	var recs []gateRecord
-	sc2 := bufio.NewScanner(&rec)
-	sc2.Buffer(nil, 1<<20)
-	for sc2.Scan() {
+	sc := bufio.NewScanner(rec)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
 		var r gateRecord
-		if err := json.Unmarshal(sc2.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
 		recs = append(recs, r)
 	}
-	return parseOM(t, om.Bytes()), tr, recs
+	return recs
 }
 
 type gateRecord struct {

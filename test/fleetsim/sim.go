@@ -114,6 +114,8 @@ type sim struct {
 	// timers are the KV transfers in flight (P/D); seq orders equal times.
 	timers timerHeap
 	seq    int64
+	// lc are the pod departure's events.
+	lc lifecycle
 
 	acc truthAcc
 }
@@ -199,6 +201,7 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	if s.x.pd() {
 		s.epp.pd = newEPPPD(s)
 	}
+	s.initLifecycle()
 	s.cur = s.phaseAt(s.runStart)
 	s.epp.settings = s.settings[s.cur]
 	s.now = s.runStart
@@ -253,7 +256,11 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 		}
 		tph := s.nextPhaseBoundary()
 		tt := s.timers.next()
-		t := min(tp, ta, tsc, tph, tt)
+		tl := s.nextLifecycle()
+		if tl > s.runEnd {
+			tl = math.MaxInt64
+		}
+		t := min(tp, ta, tsc, tph, tt, tl)
 		if t > until || t == math.MaxInt64 {
 			if until != math.MaxInt64 && until > s.now {
 				s.now = until
@@ -269,6 +276,8 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 			s.pods[pi].endStep(t)
 		case tt:
 			s.fireTimer()
+		case tl:
+			s.fireLifecycle()
 		case ta:
 			s.arrive()
 		default:
@@ -331,11 +340,21 @@ func (s *sim) arrive() {
 		return
 	}
 	dec := s.epp.route(r)
+	measured := a.t >= s.measStart
+	if dec.chosen < 0 {
+		// No endpoint to schedule to: the request fails.
+		s.acc.failed(r, measured)
+		s.tree.release(r.out)
+		return
+	}
 	r.ep = int32(dec.chosen)
 	r.pod = int32(s.pickEngine(dec.chosen))
-	measured := a.t >= s.measStart
 	if measured && s.rec != nil {
-		s.rec.write(r, s.epp.eps, &dec)
+		if dec.pool != nil {
+			s.rec.writePool(r, dec.eps, &dec, dec.pool)
+		} else {
+			s.rec.write(r, s.epp.eps, &dec)
+		}
 	}
 	s.acc.decided(s, r, &dec, measured)
 	s.pendingFirst++

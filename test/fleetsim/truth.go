@@ -162,6 +162,9 @@ type PhaseTruth struct {
 	// only: with the gate in the prefill profile, the disaggregated ones).
 	DecodeOnly    int64 `json:"decodeOnly,omitempty"`
 	Disaggregated int64 `json:"disaggregated,omitempty"`
+	// SchedulingFailures counts requests the EPP found no endpoint for
+	// (pods departed); they are in Requests and Unfinished.
+	SchedulingFailures int `json:"schedulingFailures,omitempty"`
 }
 
 // PodTruth is one engine (a pod, or one data-parallel rank of a pod) in one
@@ -303,6 +306,7 @@ type phaseAcc struct {
 	excessHeld int64
 	excessRel  int64
 	disagg     [2]int64
+	failed     int
 	pods       []podPhaseAcc
 	// engine work at the phase's start and end (for ComputedTokens, BusyFraction)
 	workStart, busyStart []float64
@@ -350,6 +354,14 @@ func (a *truthAcc) decided(s *sim, r *request, dec *decision, measured bool) {
 		ph.excessHeld += excess
 	case gate.ReleasedWrong, gate.ReleasedCeiling:
 		ph.excessRel += excess
+	}
+}
+
+// failed counts a request whose scheduling failed (no endpoint).
+func (a *truthAcc) failed(r *request, measured bool) {
+	if measured {
+		a.phases[r.phase].requests++
+		a.phases[r.phase].failed++
 	}
 }
 
@@ -610,6 +622,7 @@ func (s *sim) truth() *Truth {
 		}
 		pt.ExcessTokens = ExcessTokens{HeldWrong: acc.excessHeld, Released: acc.excessRel}
 		pt.DecodeOnly, pt.Disaggregated = acc.disagg[0], acc.disagg[1]
+		pt.SchedulingFailures = acc.failed
 		t.Phases = append(t.Phases, pt)
 		allTTFT = append(allTTFT, acc.ttft...)
 		t.Overall.Requests += acc.requests
