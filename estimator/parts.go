@@ -498,6 +498,9 @@ func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimate
 	}
 	sort.Strings(names)
 	j := joinEndpoints(names, routed, vllmPods)
+	if f.Routing == mRequestSuccess && len(routed) > 0 {
+		j.join.Right = mRequestSuccess + "{pod}" // a P/D pool's prefill pods, by their requests
+	}
 	sh := &est.Shape
 	sh.Producers, sh.Producer, sh.Synced, sh.EndpointNamespaceLabel = d.producers, d.producer, t.SyncedEPPReplicas, d.nsLabel
 	sh.EndpointNaming, sh.RanksPerPod, sh.Endpoints = j.naming(), j.ranksPerPod(), j.rows
