@@ -117,3 +117,48 @@ func TestRestartedPodsCounterResetIsHandledAsPrometheusDoes(t *testing.T) {
 	}
 	t.Logf("restarted pod: drain %+.2f%%, nominal %+.2f%%, A/truth %.2f", 100*res.drain, 100*res.nominal, res.perRequest)
 }
+
+// TestSchedulingFailuresJoinNothing: every pod crashes and new pods join
+// two minutes later; in between the EPP's scheduling attempts fail, counted
+// with no endpoint label. Routing, joins and snapshots name no empty
+// endpoint, the old pods are departed, and the estimate stands.
+func TestSchedulingFailuresJoinNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real Prometheus; skipped under -short")
+	}
+	run, e, at, lookback := lifecycleRun(t, "depart-all", "departPods=4,departAt=22m,rejoinAfter=2m")
+	v, _, err := run.q.Query(context.Background(), `sum(llm_d_epp_scheduler_attempts_total{status="failure"})`, at)
+	if err != nil || len(v) != 1 || v[0].Value < 1 {
+		t.Fatalf("no failed scheduling attempt in Prometheus: %v %v", v, err)
+	}
+	if e.Status != estimator.StatusOK {
+		t.Fatalf("status %s: %v", e.Status, codes(e.Reasons))
+	}
+	for _, s := range e.Routing.Endpoints {
+		if s.Endpoint == "" || s.Pod == "" && strings.HasSuffix(s.Endpoint, "-rank-") {
+			t.Errorf("routing share %+v", s)
+		}
+	}
+	for _, j := range e.Shape.Joins {
+		for _, n := range append(append([]string(nil), j.LeftUnmatched...), j.RightUnmatched...) {
+			if n == "" {
+				t.Errorf("join %s/%s holds an empty name", j.Left, j.Right)
+			}
+		}
+	}
+	for _, sn := range e.InFlight.Snapshots {
+		for _, ep := range sn.Endpoints {
+			if ep.Endpoint == "" {
+				t.Fatalf("snapshot at %s holds an unnamed endpoint", sn.Time)
+			}
+		}
+	}
+	if len(e.Shape.Departed) != 4 {
+		t.Errorf("%d departed endpoints, want the 4 old pods': %+v", len(e.Shape.Departed), e.Shape.Departed)
+	}
+	res := checkShapeAccuracy(t, run, e, at, lookback, 1, nil)
+	if n := modelDecisions(t, e, at, lookback); n == 0 {
+		t.Error("the model drew no decisions")
+	}
+	t.Logf("every pod replaced: %v failed attempts, drain %+.2f%%, nominal %+.2f%%, routing %+v", v[0].Value, 100*res.drain, 100*res.nominal, e.Routing.Endpoints)
+}
