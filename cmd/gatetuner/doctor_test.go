@@ -274,6 +274,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	dp := sc.Clone()
 	dp.Pods.Count /= 2 // two ranks per pod: as many engines, as saturated
 	dpRanks, atDP := simulatedPrometheus(t, dp, fleetsim.ShapeLLMD2026+",dpRanks=2")
+	pd, atPD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",prefillPods=2")
+	pdSel := `namespace="llm-d",pod=~"` + sc.Pods.NamePrefix + `-[0-9]+|` + sc.PrefillNamePrefix() + `-[0-9]+"`
 	env := kubeharness.Start(t)
 	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {
 		t.Fatal(err)
@@ -324,6 +326,14 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		{"a P/D pool whose pdGateProfile contradicts the EPP config fails",
 			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, "  pdGateProfile: decode\n"), at, 1, map[string]want{
 				"pd-roles": {statusFail, "pd-gate-profile-mismatch", "the target's pdGateProfile is decode but the EPP config puts the filter in the prefill profile"}}},
+		{"a P/D pool's metrics with a vLLM selector missing the prefill pods fail the estimate naming them",
+			doctorConfig(t, pd, kc, "pool-pd", vllm, epp, "  pdGateProfile: prefill\n"), atPD, 1, map[string]want{
+				"estimate": {statusFail, "pd-prefill-pods-unselected", sc.PrefillNamePrefix() + "-0-rank-0"},
+				"pd-roles": {statusPass, "", "the EPP disaggregated"}}},
+		{"a P/D pool's metrics without pdGateProfile fail the estimate when the metrics cannot tell the profile",
+			doctorConfig(t, pd, kc, "pool-pd", pdSel, epp, ""), atPD, 1, map[string]want{
+				"estimate": {statusFail, "pd-gate-profile-unknown", "set the target's pdGateProfile"},
+				"pd-roles": {statusWarn, "pd-gate-profile-unset", "sets no pdGateProfile"}}},
 		{"the daemon's ServiceAccount holding the rendered RBAC passes",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
 				"rbac": {statusPass, "", "ServiceAccount gatetuner/gatetuner may do all 7 things the daemon does"}}},
