@@ -236,6 +236,11 @@ func (sc *Scenario) PodName(i int) string {
 	return fmt.Sprintf("%s-%d", sc.Pods.NamePrefix, i)
 }
 
+// PrefillNamePrefix is the name prefix of a P/D pool's prefill pods
+// (ExportShape.PrefillPods): the pods' prefix with "-decode" renamed
+// "-prefill", else with "-prefill" appended.
+func (sc *Scenario) PrefillNamePrefix() string { return prefillPrefix(sc) }
+
 // Clone returns a deep copy that may be edited independently.
 func (sc *Scenario) Clone() *Scenario {
 	c := *sc
