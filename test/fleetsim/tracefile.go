@@ -102,10 +102,10 @@ func (r *TraceReader) BadLines() []LineError { return r.badLines }
 func (r *TraceReader) Next() (*TraceRecord, error) {
 	for {
 		line, overlong, err := r.lr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
-		}
 		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
 			return nil, fmt.Errorf("read trace: %w", err)
 		}
 		var reason string

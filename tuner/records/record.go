@@ -109,10 +109,10 @@ func (r *Reader) BadLines() []LineError { return r.badLines }
 func (r *Reader) Next() (*Record, error) {
 	for {
 		line, overlong, err := r.lr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
-		}
 		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
 			return nil, fmt.Errorf("read records: %w", err)
 		}
 		var reason string
