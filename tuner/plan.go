@@ -93,7 +93,7 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	ch := choose(cands, obj, rp, *pol.MaxStep, *pol.MinDecisions)
 	rec := evidence(tg, src.Kind(), est, drain, ppt, cands, rp, obj, ch)
 	rec.Evidence.Day = dayView(pol, cands, rp, obj, ch, day)
-	applyWindowEvidence(pol, now, rec, day, rp)
+	applyWindowEvidence(pol, now, rec, day, rp, func() *recentEstimate { return t.recentEstimate(ctx, tg, tr.params, now) })
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
 	rec.Evidence.Confidence = confidence(pol, day.coverageOf(est), src.Kind(), ppt, rp, obj, ch)
