@@ -36,11 +36,11 @@ func TestAnOpenAutoWindowWaitsWhileARestartNowCostsFarMore(t *testing.T) {
 	priced := func(d float64) RestartCost { return RestartCost{DelaySeconds: &d, PricedAt: "window"} }
 	recent := &recentEstimate{from: time.Unix(0, 0), to: time.Unix(300, 0)}
 	for _, tc := range []struct {
-		name          string
-		usual, now    float64
-		kind          string
-		want          float64
-		settling      bool
+		name       string
+		usual, now float64
+		kind       string
+		want       float64
+		settling   bool
 	}{
 		{name: "now is cheaper: the window's usual price stands", usual: 100, now: 50, kind: config.ApplyWindowAuto, want: 100},
 		{name: "now costs a little more: now's price, no wait", usual: 100, now: 150, kind: config.ApplyWindowAuto, want: 150},
