@@ -45,16 +45,20 @@ type install struct {
 	uid       *int64   // the pod's runAsUser (nil: the platform assigns it)
 	extraArgs []string // after run --config …
 	pdb       bool     // a PodDisruptionBudget rendered
+	image     string   // the container image; "" for any registry path with a pinned tag or digest
 }
 
 func installs(t *testing.T) []install {
 	t.Helper()
 	uid := int64(65532)
 	out := []install{
+		// The base names no image, only the placeholder an overlay replaces.
 		{name: "kustomize", objs: kustomizeObjects(t, kustomizeBase), namespace: "gatetuner", fullname: "gatetuner",
-			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true},
+			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true,
+			image: kustomizeImagePlaceholder},
 		{name: "kustomize-overlay", objs: kustomizeObjects(t, kustomizeOverlay), namespace: "gatetuner", fullname: "gatetuner",
-			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true},
+			sa: "gatetuner", saCreated: true, monitored: true, replicas: 2, election: true, uid: &uid, pdb: true,
+			image: "registry.example.com/platform/gatetuner:v0.1.0"},
 	}
 	for _, c := range helmCases {
 		in := install{name: "helm-" + c.name, objs: c.objects(t), namespace: c.namespace, fullname: "gatetuner",
@@ -123,7 +127,11 @@ func TestDeploymentRunsTheDaemonSafely(t *testing.T) {
 				t.Fatalf("want one container, got %d", len(pod.Containers))
 			}
 			c := pod.Containers[0]
-			if at := strings.LastIndex(c.Image, "/"); at < 0 || strings.HasSuffix(c.Image, ":latest") ||
+			if in.image != "" {
+				if c.Image != in.image {
+					t.Errorf("image %q, want %q", c.Image, in.image)
+				}
+			} else if at := strings.LastIndex(c.Image, "/"); at < 0 || strings.HasSuffix(c.Image, ":latest") ||
 				!strings.Contains(c.Image, "@sha256:") && strings.LastIndex(c.Image, ":") < at {
 				t.Errorf("image %q: want a registry path with a pinned tag or digest", c.Image)
 			}
@@ -649,8 +657,9 @@ func TestObjectsCarryTheRecommendedLabels(t *testing.T) {
 	}
 }
 
-// networkPolicyAdmitsMetrics: np selects ingress only, on the metrics port,
-// from namespace ns.
+// networkPolicyAdmitsMetrics: np restricts ingress only, to the metrics
+// port, from namespace ns; egress it leaves open (no Egress policy type, or
+// one rule allowing all).
 func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns string) bool {
 	t.Helper()
 	if np == nil {
@@ -661,6 +670,8 @@ func networkPolicyAdmitsMetrics(t *testing.T, np *unstructured.Unstructured, ns 
 		return false
 	}
 	from := p.Spec.Ingress[0].From
-	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns &&
-		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
+	egressOpen := slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
+		slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) &&
+			len(p.Spec.Egress) == 1 && reflect.DeepEqual(p.Spec.Egress[0], networkingv1.NetworkPolicyEgressRule{})
+	return len(from) == 1 && from[0].NamespaceSelector != nil && from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns && egressOpen
 }

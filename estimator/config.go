@@ -165,6 +165,10 @@ type Target struct {
 	// replicas (each gauge holds its own share, the gate sees the sum), so
 	// snapshots add the replicas up.
 	SyncedEPPReplicas bool `json:"syncedEPPReplicas,omitempty"`
+	// PDGateProfile, for a P/D-disaggregated pool, is the scheduling
+	// profile whose plugins include the gate: PDGatePrefill or PDGateDecode;
+	// empty: inferred from the gate's decision count when possible.
+	PDGateProfile string `json:"pdGateProfile,omitempty"`
 }
 
 // Validate checks the selectors parse as PromQL label matchers.
@@ -182,6 +186,9 @@ func (t *Target) Validate() error {
 		if err := checkSelector(t.EPPSelector); err != nil {
 			return fmt.Errorf("target %s: eppSelector: %w", t.Name, err)
 		}
+	}
+	if t.PDGateProfile != "" && t.PDGateProfile != PDGatePrefill && t.PDGateProfile != PDGateDecode {
+		return fmt.Errorf("target %s: pdGateProfile must be %s or %s, got %q", t.Name, PDGatePrefill, PDGateDecode, t.PDGateProfile)
 	}
 	if t.MaxNumBatchedTokens < 0 || t.MaxNumSeqs < 0 {
 		return fmt.Errorf("target %s: maxNumBatchedTokens and maxNumSeqs must be >= 0", t.Name)

@@ -73,6 +73,8 @@ type drainInputs struct {
 	// stepShare is the iteration histogram's step count over the steps the
 	// inter-token latency implies, on busy windows (NaN: not known).
 	stepShare float64
+	// pd, when set, is the P/D pool's gate pool the selector reads.
+	pd *pdView
 }
 
 // vllmPodNames are the pod label values of the vLLM series.
@@ -130,7 +132,9 @@ func (e *Estimator) queueDrain(r *runner, d *drainInputs) {
 		d.fresh = v
 		d.covErr.set(err)
 	})
-	if t.EPPSelector != "" && f.Routing != "" {
+	if t.EPPSelector != "" && f.Routing != "" && (d.pd == nil || !d.pd.gateOnPrefill) {
+		// (A P/D pool's prefill picks get no scheduling attempts: the
+		// attempts name decode pods, outside the gate pool.)
 		r.spawn(func() {
 			// The EPP's endpoints only add to the expected pods: when the
 			// EPP cannot be read, coverage rests on the vLLM pods (the

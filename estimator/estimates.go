@@ -85,6 +85,24 @@ const (
 	// ReasonSeriesEmpty: a series detected in the lookback came back empty
 	// from the query that reads it (e.g. under the in-flight producer filter).
 	ReasonSeriesEmpty ReasonCode = "series-empty"
+	// ReasonPDGateProfileUnknown: a P/D pool, and neither the target's
+	// pdGateProfile nor the gate's decision count says which scheduling
+	// profile (prefill or decode) carries the gate.
+	ReasonPDGateProfileUnknown ReasonCode = "pd-gate-profile-unknown"
+	// ReasonPDGateProfileMismatch: the target's pdGateProfile contradicts
+	// the gate's decision count.
+	ReasonPDGateProfileMismatch ReasonCode = "pd-gate-profile-mismatch"
+	// ReasonPDPrefillPodsUnselected: the gate sits in the prefill profile
+	// but the vLLM selector matches no prefill pod.
+	ReasonPDPrefillPodsUnselected ReasonCode = "pd-prefill-pods-unselected"
+	// ReasonPDGateOnDecodeProfile: the gate sits in the decode profile,
+	// whose in-flight tokens count prompts the decode pods receive by KV
+	// transfer and never compute: no pod's drain rate is what the bar divides.
+	ReasonPDGateOnDecodeProfile ReasonCode = "pd-gate-on-decode-profile"
+	// ReasonPDCachedFromDecode: the EPP's cached-token histogram reports the
+	// decode pods' cached tokens (KV received by transfer, nearly the whole
+	// prompt), not the prefill pods' prefix hits.
+	ReasonPDCachedFromDecode ReasonCode = "pd-cached-tokens-from-decode"
 )
 
 // Reasons that are only warnings: the estimate stands, with a caveat.
@@ -127,6 +145,16 @@ const (
 	// steps (vLLM does not observe prefill-only steps), so the step count is
 	// read from the inter-token latency instead.
 	ReasonIterationStepsUnobserved ReasonCode = "iteration-steps-unobserved"
+	// ReasonPDNominalFromDrain: the gate's pool is prefill pods, which decode
+	// nothing: their saturated drain rate is their nominal rate.
+	ReasonPDNominalFromDrain ReasonCode = "pd-nominal-from-drain"
+	// ReasonPDCachedMixed: the EPP's cached-token histogram also counts the
+	// decode-only requests the prefill profile's gate never decides.
+	ReasonPDCachedMixed ReasonCode = "pd-cached-mixed"
+	// ReasonEndpointsDeparted: in-flight endpoints left out of the snapshots
+	// taken after their pod's vLLM series ended (the EPP keeps a departed
+	// endpoint's gauge forever).
+	ReasonEndpointsDeparted ReasonCode = "endpoints-departed"
 )
 
 // Reason is one cause with the part of the estimate it concerns.
@@ -255,6 +283,8 @@ type InFlight struct {
 	Replicas    []string   `json:"replicas,omitempty"`
 	Snapshots   []Snapshot `json:"snapshots"`
 	Reasons     []Reason   `json:"reasons,omitempty"`
+	// Departed are the endpoints left out after their pod left (also in Shape).
+	Departed []DepartedEndpoint `json:"-"`
 }
 
 // EndpointShare is one endpoint's share of the EPP's routing.
@@ -406,7 +436,8 @@ func (c ReasonCode) fatal() bool {
 	case ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded,
 		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime,
-		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved, ReasonCachedHistogramPartial:
+		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved, ReasonCachedHistogramPartial,
+		ReasonPDNominalFromDrain, ReasonPDCachedMixed, ReasonEndpointsDeparted:
 		return false
 	}
 	return true
@@ -423,10 +454,12 @@ func AllReasonCodes() []ReasonCode {
 		ReasonBadResponse, ReasonCanceled,
 		ReasonEndpointNamesUnmatched, ReasonInFlightProducerAmbiguous, ReasonInFlightProducerNotFound,
 		ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty,
+		ReasonPDGateProfileUnknown, ReasonPDGateProfileMismatch, ReasonPDPrefillPodsUnselected,
+		ReasonPDGateOnDecodeProfile, ReasonPDCachedFromDecode,
 		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
 		ReasonNominalFromStepTime, ReasonSnapshotsSkipped, ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved,
-		ReasonCachedHistogramPartial,
+		ReasonCachedHistogramPartial, ReasonPDNominalFromDrain, ReasonPDCachedMixed, ReasonEndpointsDeparted,
 	}
 }
 

@@ -110,6 +110,7 @@ func (e *Estimator) EstimateSpan(ctx context.Context, t Target, from, to time.Ti
 var joinCodes = map[ReasonCode]bool{
 	ReasonEndpointNamesUnmatched: true, ReasonInFlightProducerAmbiguous: true, ReasonInFlightProducerNotFound: true,
 	ReasonSelectorMatchesNothing: true, ReasonPodLabelMissing: true, ReasonSeriesEmpty: true,
+	ReasonPDGateProfileUnknown: true, ReasonPDGateProfileMismatch: true, ReasonPDPrefillPodsUnselected: true,
 }
 
 func overallStatus(est *Estimates) Status {
@@ -324,13 +325,21 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	var vdet, pdet detection
 	var verr, perr error
 	epp := &eppInputs{}
+	pdIn := &pdInputs{}
 	r.spawn(func() { vdet, verr = e.detect(r, t.VLLMSelector, vllmProbe, at) })
 	if t.EPPSelector != "" {
 		r.spawn(func() { pdet, perr = e.detect(r, t.EPPSelector, eppProbe, at) })
 		e.queueProducers(r, t, at, epp)
 	}
+	e.queuePD(r, t, at, pdIn)
 	r.wait()
 	epp.chooseProducer(t)
+	var pdv *pdView
+	if verr == nil && pdIn.indicated() {
+		e.queuePDRoles(r, t, at, pdIn)
+		r.wait()
+		pdv = pdIn.resolvePD(t)
+	}
 	if verr != nil {
 		inconclusiveAll(est, failReason(partFeatures, verr))
 		return est
@@ -342,6 +351,9 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 	f, cs := features(vdet, pdet, t)
 	est.Features = f
 	est.Shape = Shape{VLLM: inferVLLM(vdet.has), EPP: inferEPP(pdet.has), Joins: []Join{}}
+	if pdv != nil {
+		est.Shape.PD = pdv.info
+	}
 	if len(vdet.seen) == 0 {
 		inconclusiveAll(est, Reason{Code: ReasonNoSeries, Detail: "no vLLM series match {" + t.VLLMSelector + "} in the lookback"})
 		if t.EPPSelector != "" && perr == nil && len(pdet.seen) > 0 {
@@ -351,12 +363,22 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 		return est
 	}
 
-	// Phase 2: everything else, concurrently.
-	d := &drainInputs{cfg: cfg, t: t, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count"),
-		stepShare: math.NaN()}
+	// Phase 2: everything else, concurrently. In a P/D pool the vLLM
+	// parts read the gate pool's pods only.
+	vt := t
+	if pdv != nil && pdv.fatal == nil && len(pdv.pool) > 0 {
+		vt.VLLMSelector = pdv.poolSelector(t.VLLMSelector)
+		epp.pd, epp.vllmSel = pdv, vt.VLLMSelector
+	}
+	epp.departSel = vt.VLLMSelector
+	d := &drainInputs{cfg: cfg, t: vt, f: f, cs: cs, fit: fitSource(cs, vdet.has), at: at, hasKVComputed: vdet.has(mKVComputed + "_count"),
+		stepShare: math.NaN(), pd: epp.pd}
 	e.queueDrain(r, d)
-	dist := &distInputs{}
-	e.queueDistributions(r, t, f, at, dist)
+	dist := &distInputs{pd: epp.pd}
+	e.queueDistributions(r, vt, f, at, dist)
+	if epp.pd != nil {
+		e.queuePDCached(r, vt, t, at, pdIn)
+	}
 	if t.EPPSelector != "" && perr == nil {
 		e.queueEPP(r, t, f, at, epp)
 	}
@@ -374,7 +396,7 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 		staleReason = &Reason{Code: ReasonStaleSeries, Detail: detail}
 	}
 	e.drainResults(d, est, staleReason)
-	e.distResults(t, f, dist, est, staleReason)
+	e.distResults(vt, f, dist, est, staleReason)
 	if t.EPPSelector != "" {
 		if perr != nil {
 			rs := failReason(partInFlight, perr)
@@ -392,6 +414,9 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 			Reasons: []Reason{{Code: ReasonNoSeries, Part: partInFlight, Detail: "no EPP selector configured"}}}
 		est.Routing = Routing{Status: StatusInconclusive, Endpoints: []EndpointShare{},
 			Reasons: []Reason{{Code: ReasonNoSeries, Part: partRouting, Detail: "no EPP selector configured"}}}
+	}
+	if pdv != nil {
+		pdv.results(est, pdIn)
 	}
 	return est
 }

@@ -30,6 +30,8 @@ type simRun struct {
 	q     *prom.HTTP
 	// omBytes is the size of the backfilled OpenMetrics text.
 	omBytes int64
+	// records is the gate records file ("" unless the variant asked for one).
+	records string
 }
 
 // end is the wall time of the end of the measured range, off the grid.
@@ -101,6 +103,8 @@ type variant struct {
 	metrics  fleetsim.MetricsOptions
 	// exporters overrides the scenario's export shape (nil: its own).
 	exporters *fleetsim.ExportShape
+	// records writes the run's gate records to simRun.records.
+	records bool
 }
 
 // fixture simulates the variant once per test binary, backfills its
@@ -154,12 +158,28 @@ func buildFixture(bins promharness.Binaries, v variant, dir string) (*simRun, er
 		return nil, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	truth, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: v.seed, BaseTime: base, Metrics: bw, MetricsOptions: v.metrics, Exporters: v.exporters})
+	opt := fleetsim.Options{Seed: v.seed, BaseTime: base, Metrics: bw, MetricsOptions: v.metrics, Exporters: v.exporters}
+	var recPath string
+	var rf *os.File
+	if v.records {
+		recPath = filepath.Join(dir, "records.jsonl")
+		if rf, err = os.Create(recPath); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		opt.Records = rf
+	}
+	truth, err := fleetsim.Run(context.Background(), sc, opt)
 	if err == nil {
 		err = bw.Flush()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if rf != nil {
+		if cerr := rf.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", v.scenario, err)
@@ -188,7 +208,7 @@ func buildFixture(bins promharness.Binaries, v variant, dir string) (*simRun, er
 		_ = srv.Close()
 		return nil, err
 	}
-	return &simRun{sc: sc, truth: truth, base: base, srv: srv, q: q, omBytes: st.Size()}, nil
+	return &simRun{sc: sc, truth: truth, base: base, srv: srv, q: q, omBytes: st.Size(), records: recPath}, nil
 }
 
 // drainTruth is the simulator's pooled drain-rate truth over the windows

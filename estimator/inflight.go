@@ -23,11 +23,16 @@ type inFlightLayout struct {
 	// left out of snapshots (no routed or vLLM pod of that name).
 	join     *endpointJoin
 	unjoined map[string]bool
+	// alive is each pod's newest vLLM sample time per grid time (NaN: none);
+	// departed collects the endpoints left out after their pod left.
+	alive      map[string][]float64
+	staleAfter time.Duration
+	departed   map[string]DepartedEndpoint
 }
 
 // layoutInFlight places the token, request and freshness series on d's grid.
 func (e *Estimator) layoutInFlight(d *eppInputs, j *endpointJoin) *inFlightLayout {
-	l := &inFlightLayout{join: j, unjoined: map[string]bool{}}
+	l := &inFlightLayout{join: j, unjoined: map[string]bool{}, staleAfter: e.cfg.StaleAfter, departed: map[string]DepartedEndpoint{}}
 	tokEp, tokRep := e.eppSeries(d.tokens, &l.eps, &l.reps)
 	reqEp, reqRep := e.eppSeries(d.reqs, &l.eps, &l.reps)
 	l.n, l.ne, l.nr = d.g.n, len(l.eps.list), len(l.reps.list)
@@ -88,7 +93,55 @@ func (e *Estimator) layoutInFlight(d *eppInputs, j *endpointJoin) *inFlightLayou
 		}
 	}
 	l.routed = routedPerSnapshot(d)
+	l.alive = alivePerSnapshot(d)
 	return l
+}
+
+// alivePerSnapshot is each pod's newest vLLM sample time per snapshot.
+func alivePerSnapshot(d *eppInputs) map[string][]float64 {
+	alive := map[string][]float64{}
+	for _, ss := range d.alive {
+		pod := string(ss.Metric["pod"])
+		if pod == "" {
+			continue
+		}
+		row := nanSlice(d.g.n)
+		for _, p := range ss.Values {
+			if k, ok := d.g.index(p.Timestamp); ok && finite(float64(p.Value)) {
+				row[k] = float64(p.Value)
+			}
+		}
+		alive[pod] = row
+	}
+	return alive
+}
+
+// gone reports whether pod, alive at an earlier snapshot, has no fresh
+// vLLM sample at snapshot k (ts): it left, and its endpoints' in-flight
+// gauges (which the EPP never deletes) are stale.
+func (l *inFlightLayout) gone(pod string, k int, ts time.Time) (bool, time.Time) {
+	row, ok := l.alive[pod]
+	if !ok {
+		return false, time.Time{}
+	}
+	last := math.NaN()
+	for i := k - 1; i >= 0; i-- {
+		if !math.IsNaN(row[i]) {
+			last = row[i]
+			break
+		}
+	}
+	if math.IsNaN(last) {
+		return false, time.Time{}
+	}
+	x := row[k]
+	if !math.IsNaN(x) && ts.Sub(time.Unix(0, int64(x*1e9))) <= l.staleAfter {
+		return false, time.Time{}
+	}
+	if !math.IsNaN(x) {
+		last = x
+	}
+	return true, time.Unix(0, int64(last*1e9)).UTC()
 }
 
 func nanSlice(n int) []float64 {
@@ -148,6 +201,12 @@ func (l *inFlightLayout) snapshot(k, ri int, ts time.Time, order []int) Snapshot
 		pod, share, joined := l.join.podOf(name)
 		if !joined {
 			l.unjoined[name] = true
+			continue
+		}
+		if gone, last := l.gone(pod, k, ts); gone {
+			if _, seen := l.departed[name]; !seen {
+				l.departed[name] = DepartedEndpoint{Endpoint: name, Pod: pod, LastSeen: last}
+			}
 			continue
 		}
 		ld := EndpointLoad{Endpoint: name, Tokens: x}
@@ -235,6 +294,24 @@ func (e *Estimator) inFlight(f Features, d *eppInputs, j *endpointJoin) InFlight
 	if stale+bad > 0 {
 		out.Reasons = []Reason{{Code: ReasonSnapshotsSkipped, Part: partInFlight,
 			Detail: fmt.Sprintf("%d snapshots skipped: %d stale, %d with NaN or Inf", stale+bad, stale, bad)}}
+	}
+	if len(l.departed) > 0 {
+		names := make([]string, 0, len(l.departed))
+		for n := range l.departed {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var ex []string
+		for _, n := range names {
+			dep := l.departed[n]
+			out.Departed = append(out.Departed, dep)
+			if len(ex) < 3 {
+				ex = append(ex, fmt.Sprintf("%q (pod %s, last vLLM sample %s)", n, dep.Pod, dep.LastSeen.Format(time.RFC3339)))
+			}
+		}
+		out.Reasons = append(out.Reasons, Reason{Code: ReasonEndpointsDeparted, Part: partInFlight,
+			Detail: fmt.Sprintf("%d in-flight endpoints left out of the snapshots after their pod's vLLM series ended (the EPP keeps a departed endpoint's gauge at its last value): %s",
+				len(names), strings.Join(ex, ", "))})
 	}
 	if len(l.unjoined) > 0 {
 		names := make([]string, 0, len(l.unjoined))

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The EPP names an endpoint three ways: its in-flight gauges use the
@@ -54,6 +55,18 @@ type Shape struct {
 	Joins []Join `json:"joins"`
 	// Endpoints are the in-flight endpoints and the pod each joined to.
 	Endpoints []EndpointJoin `json:"endpoints,omitempty"`
+	// PD describes a P/D-disaggregated pool (nil: none seen).
+	PD *PD `json:"pd,omitempty"`
+	// Departed are in-flight endpoints whose pod's vLLM series ended in the
+	// lookback, with when (left out of later snapshots).
+	Departed []DepartedEndpoint `json:"departed,omitempty"`
+}
+
+// DepartedEndpoint is an in-flight endpoint whose pod left.
+type DepartedEndpoint struct {
+	Endpoint string    `json:"endpoint"`
+	Pod      string    `json:"pod"`
+	LastSeen time.Time `json:"lastSeen"`
 }
 
 // Join is one match between two sides' endpoint names.
@@ -269,7 +282,8 @@ func (j *endpointJoin) podOf(ep string) (string, int, bool) {
 // found or joined: the fatal join reasons and the endpoints-unjoined warning.
 func JoinReasonCodes() []ReasonCode {
 	return []ReasonCode{ReasonEndpointNamesUnmatched, ReasonEndpointsUnjoined, ReasonInFlightProducerAmbiguous,
-		ReasonInFlightProducerNotFound, ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty}
+		ReasonInFlightProducerNotFound, ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty,
+		ReasonPDGateProfileUnknown, ReasonPDGateProfileMismatch, ReasonPDPrefillPodsUnselected}
 }
 
 // JoinProblems counts, per join reason the estimate carries, what failed

@@ -24,6 +24,8 @@ type distInputs struct {
 	// eppRequests is the EPP's input-token histogram count over the
 	// lookback (NaN: not read): the requests the EPP saw with usage.
 	eppRequests float64
+	// pd, when set, is the P/D pool's gate pool the vLLM selector reads.
+	pd *pdView
 }
 
 func (e *Estimator) histSelector(t Target, name string) string {
@@ -53,7 +55,9 @@ func (e *Estimator) queueDistributions(r *runner, t Target, f Features, at time.
 		hist(f.PromptHistogram, &d.promptBuckets, &d.promptSum, &d.promptErr)
 	}
 	d.eppRequests = math.NaN()
-	if in := eppInputHistogram(f); in != "" && in != f.PromptHistogram && t.EPPSelector != "" {
+	if in := eppInputHistogram(f); in != "" && in != f.PromptHistogram && t.EPPSelector != "" && (d.pd == nil || !d.pd.gateOnPrefill) {
+		// (In a P/D pool with the gate in the prefill profile, the gate
+		// decides the prefill pods' requests only; the EPP counts them all.)
 		// vLLM counts the requests of the engines scraped (llm-d's
 		// PodMonitor scrapes rank 0 only); the EPP those with usage.
 		r.spawn(func() {
@@ -239,6 +243,14 @@ type eppInputs struct {
 	producerReason *Reason
 	// nsLabel is the label carrying the EPP's own namespace label.
 	nsLabel string
+	// pd, when set, is the P/D pool's gate pool; vllmSel the vLLM selector
+	// restricted to it (its routing comes from vLLM's request counts).
+	pd      *pdView
+	vllmSel string
+	// departSel selects the vLLM series whose end marks a departed pod;
+	// alive is each pod's newest vLLM sample per snapshot.
+	departSel string
+	alive     model.Matrix
 }
 
 // queueProducers queues the query naming the in-flight producers and the
@@ -349,9 +361,13 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 			})
 		}
 	}
-	if f.Routing != "" {
+	routeQ := func(rng string) string { return attempts(f, sel, rng) }
+	if d.pd != nil && d.pd.gateOnPrefill {
+		routeQ = func(rng string) string { return d.pd.poolRouting(d.vllmSel, rng) }
+	}
+	if f.Routing != "" || (d.pd != nil && d.pd.gateOnPrefill) {
 		r.spawn(func() {
-			v, err := r.instant(attempts(f, sel, lb), at)
+			v, err := r.instant(routeQ(lb), at)
 			d.routing = v
 			d.routingErr.set(err)
 		})
@@ -360,12 +376,22 @@ func (e *Estimator) queueEPP(r *runner, t Target, f Features, at time.Time, d *e
 			// request is pinned to at that moment (summed over EPP replicas,
 			// which route different requests).
 			r.spawn(func() {
-				m, err := r.rangeQuery(attempts(f, sel, promDur(step)), d.g.start, at, step)
+				m, err := r.rangeQuery(routeQ(promDur(step)), d.g.start, at, step)
 				if err == nil {
 					d.routed = m
 				}
 			})
 		}
+	}
+	if f.InFlightTokens != "" && d.departSel != "" {
+		// Each pod's newest vLLM sample per snapshot: an endpoint whose
+		// pod's series ended is left out of later snapshots.
+		r.spawn(func() {
+			m, err := r.rangeQuery("max by (pod) (timestamp("+vec(mWaiting, d.departSel)+"))", d.g.start, at, step)
+			if err == nil {
+				d.alive = m
+			}
+		})
 	}
 }
 
@@ -447,6 +473,14 @@ func (e *Estimator) eppSeries(m model.Matrix, eps, reps *eppIndex) (ep, rep []in
 // the routed and vLLM pods, and fills the in-flight snapshots in the
 // in-flight endpoints' names.
 func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimates, vllmPods []string) {
+	if d.pd != nil {
+		// Only the gate pool's endpoints: the other profile's picks are
+		// charged in-flight load the gate never compares.
+		d.tokens, d.reqs = d.pd.filterEndpoints(d.tokens), d.pd.filterEndpoints(d.reqs)
+		if d.pd.gateOnPrefill {
+			f.Routing = mRequestSuccess
+		}
+	}
 	est.Routing = routing(f, d)
 	var routed []string
 	for _, s := range est.Routing.Endpoints {
@@ -464,6 +498,9 @@ func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimate
 	}
 	sort.Strings(names)
 	j := joinEndpoints(names, routed, vllmPods)
+	if f.Routing == mRequestSuccess && len(routed) > 0 {
+		j.join.Right = mRequestSuccess + "{pod}" // a P/D pool's prefill pods, by their requests
+	}
 	sh := &est.Shape
 	sh.Producers, sh.Producer, sh.Synced, sh.EndpointNamespaceLabel = d.producers, d.producer, t.SyncedEPPReplicas, d.nsLabel
 	sh.EndpointNaming, sh.RanksPerPod, sh.Endpoints = j.naming(), j.ranksPerPod(), j.rows
@@ -474,7 +511,7 @@ func (e *Estimator) eppResults(t Target, f Features, d *eppInputs, est *Estimate
 	if t.SyncedEPPReplicas {
 		est.InFlight.ReplicaRule = syncedRule
 	}
-	sh.Replicas = est.InFlight.Replicas
+	sh.Replicas, sh.Departed = est.InFlight.Replicas, est.InFlight.Departed
 	switch {
 	case d.producerReason != nil:
 		est.InFlight = InFlight{Status: StatusInconclusive, Source: mEPPInflightTokens, ReplicaRule: est.InFlight.ReplicaRule,

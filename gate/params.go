@@ -122,6 +122,9 @@ type Params struct {
 	Present KeySet
 	// Spelling maps each present key to its spelling in the source.
 	Spelling map[Key]string
+
+	// pptNull: the key "peakPrefillThroughput", spelled exactly, is JSON null.
+	pptNull bool
 }
 
 // DefaultParams returns the parameters of a filter configured with no keys.
@@ -136,14 +139,37 @@ func DefaultParams() Params {
 }
 
 // PPTSource reports where the effective peakPrefillThroughput comes from.
+// Without a calibration file, or with the latency predictor as the TTFT
+// source (the calibration build then consults no file), it is explicit when
+// the key is set. With a calibration file the build (PR #2938,
+// calibration.go@17dd1ab57) tells the operator's value from the default by
+// the exact key "peakPrefillThroughput" (JSON null counts): any other
+// spelling sets the value, but a matching calibration record overrides it.
 func (p *Params) PPTSource() PPTSource {
-	switch {
-	case p.Present.Has(KeyPeakPrefillThroughput):
-		return PPTExplicit
-	case p.PrefillCalibrationFile != "":
-		return PPTCalibrated
+	if p.PrefillCalibrationFile == "" || p.TTFTSource == SourceLatencyPredictor {
+		if p.Present.Has(KeyPeakPrefillThroughput) {
+			return PPTExplicit
+		}
+		return PPTDefault
 	}
-	return PPTDefault
+	if p.pptWrittenExactly() {
+		return PPTExplicit
+	}
+	return PPTCalibrated
+}
+
+// pptWrittenExactly reports whether the parameters carry the key
+// "peakPrefillThroughput" spelled exactly (null included), which is how the
+// calibration build decides that the operator chose the value.
+func (p *Params) pptWrittenExactly() bool {
+	if p.pptNull {
+		return true
+	}
+	if !p.Present.Has(KeyPeakPrefillThroughput) {
+		return false
+	}
+	s, ok := p.Spelling[KeyPeakPrefillThroughput]
+	return !ok || s == keyNames[KeyPeakPrefillThroughput] // parameters built in code have no spelling
 }
 
 // ParamError is a parameter that the EPP would refuse; Key names it.
@@ -233,6 +259,7 @@ func (p *Params) set(name string, val json.RawMessage, prof Profile) error {
 		return &ParamError{Key: name, Err: fmt.Errorf("duplicates key %q (keys match case-insensitively); refusing to guess which one the EPP reads", p.Spelling[k])}
 	}
 	if string(val) == "null" { // encoding/json leaves the field untouched
+		p.pptNull = p.pptNull || name == keyNames[KeyPeakPrefillThroughput]
 		return nil
 	}
 	p.Present = p.Present.With(k)
@@ -381,6 +408,12 @@ func (p *Params) Validate(prof Profile) error {
 	}
 	if p.MaxTokensInFlightPenalty < 0 {
 		return fail(KeyMaxTokensInFlightPenalty, "must be >= 0, got %d", p.MaxTokensInFlightPenalty)
+	}
+	// The calibration build's applyCalibration (calibration.go@17dd1ab57):
+	// required without a file is a startup error unless the operator wrote
+	// the throughput or the latency predictor is the source.
+	if p.PrefillCalibrationRequired && p.PrefillCalibrationFile == "" && p.TTFTSource == SourcePrefillThroughput && !p.pptWrittenExactly() {
+		return fail(KeyPrefillCalibrationRequired, "is set but prefillCalibrationFile is empty; the EPP refuses to start")
 	}
 	return nil
 }

@@ -15,10 +15,26 @@ func mustProfile(t testing.TB, name string) Profile {
 	return p
 }
 
+// requestGateProfile declares the keys of the request-gate builds (PR heads
+// 12a441068 and 92781975d: base keys and maxInFlightRequestsDelta, v2,
+// threshold in [0, 1]); no built-in profile has the key.
+func requestGateProfile(t testing.TB) Profile {
+	t.Helper()
+	p, err := NewProfile("request-gate", []string{"base", "maxInFlightRequestsDelta"}, "v2", "0to1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestParseParamsDefaultsAndOverrides(t *testing.T) {
 	old := mustProfile(t, ProfileRouter202608)
 	pm := mustProfile(t, ProfilePenaltyMode)
-	newest := mustProfile(t, ProfileRouterNewest)
+	// router-newest carried the calibration keys and maxInFlightRequestsDelta
+	// together, which no build does: the case is split between the
+	// calibration build and a request-gate build.
+	calib := mustProfile(t, ProfileRouterCalibration)
+	requestGate := requestGateProfile(t)
 	tests := []struct {
 		name    string
 		raw     string
@@ -43,9 +59,12 @@ func TestParseParamsDefaultsAndOverrides(t *testing.T) {
 		{name: "matchedTokens on the penalty-mode build", raw: `{"penaltyMode":"matchedTokens","maxTTFTPenaltyMs":0,"peakPrefillThroughput":0}`, prof: pm, check: func(p Params) bool { return p.PenaltyMode == ModeMatchedTokens }, present: "maxTTFTPenaltyMs, peakPrefillThroughput, penaltyMode"},
 		{name: "default penalty mode is static", raw: `{}`, prof: pm, check: func(p Params) bool { return p.PenaltyMode == ModeStatic }},
 		{name: "latency predictor without throughput", raw: `{"ttftSource":"latencyPredictor","peakPrefillThroughput":0}`, prof: old, check: func(p Params) bool { return p.TTFTSource == SourceLatencyPredictor }, present: "ttftSource, peakPrefillThroughput"},
-		{name: "calibration file without throughput is calibrated", raw: `{"prefillCalibrationFile":"/cal/ppt.json","prefillCalibrationRequired":true,"maxInFlightRequestsDelta":4}`, prof: newest, check: func(p Params) bool {
-			return p.PPTSource() == PPTCalibrated && p.PrefillCalibrationRequired && p.MaxInFlightRequestsDelta == 4
-		}, present: "maxInFlightRequestsDelta, prefillCalibrationFile, prefillCalibrationRequired"},
+		{name: "calibration file without throughput is calibrated", raw: `{"prefillCalibrationFile":"/cal/ppt.json","prefillCalibrationRequired":true}`, prof: calib, check: func(p Params) bool {
+			return p.PPTSource() == PPTCalibrated && p.PrefillCalibrationRequired
+		}, present: "prefillCalibrationFile, prefillCalibrationRequired"},
+		{name: "the request gate's delta is read", raw: `{"maxInFlightRequestsDelta":4}`, prof: requestGate, check: func(p Params) bool {
+			return p.MaxInFlightRequestsDelta == 4
+		}, present: "maxInFlightRequestsDelta"},
 		{name: "producer names are carried through", raw: `{"inFlightLoadProducerName":"ifl","prefixMatchInfoProducerName":"pm","latencyPredictionInfoProducerName":"lp"}`, prof: old, check: func(p Params) bool {
 			return p.InFlightLoadProducerName == "ifl" && p.PrefixMatchInfoProducerName == "pm" && p.LatencyPredictionInfoProducerName == "lp"
 		}, present: "prefixMatchInfoProducerName, latencyPredictionInfoProducerName, inFlightLoadProducerName"},
@@ -69,7 +88,9 @@ func TestParseParamsDefaultsAndOverrides(t *testing.T) {
 func TestParseParamsRejects(t *testing.T) {
 	old := mustProfile(t, ProfileRouter202608)
 	pm := mustProfile(t, ProfilePenaltyMode)
-	newest := mustProfile(t, ProfileRouterNewest)
+	sep := mustProfile(t, ProfileRouter202609)
+	calib := mustProfile(t, ProfileRouterCalibration)
+	requestGate := requestGateProfile(t)
 	tests := []struct {
 		name    string
 		raw     string
@@ -81,20 +102,24 @@ func TestParseParamsRejects(t *testing.T) {
 		{"unknown ttftSource", `{"ttftSource":"magic"}`, old, "ttftSource", "must be"},
 		{"zero throughput with the gate on", `{"peakPrefillThroughput":0}`, old, "peakPrefillThroughput", "must be > 0"},
 		{"threshold above one", `{"affinityThreshold":1.01}`, old, "affinityThreshold", "<= 1"},
-		{"negative threshold on the newest build", `{"affinityThreshold":-0.1}`, newest, "affinityThreshold", "[0, 1]"},
+		{"negative threshold on the Sep 2026 build", `{"affinityThreshold":-0.1}`, sep, "affinityThreshold", "[0, 1]"},
+		{"negative threshold on the calibration build", `{"affinityThreshold":-0.1}`, calib, "affinityThreshold", "[0, 1]"},
+		{"calibration required without a file", `{"prefillCalibrationRequired":true}`, calib, "prefillCalibrationRequired", "prefillCalibrationFile is empty"},
 		{"exploration above one", `{"explorationProbability":1.5}`, old, "explorationProbability", "[0, 1]"},
 		{"exploration below zero", `{"explorationProbability":-0.1}`, old, "explorationProbability", "[0, 1]"},
 		{"negative max", `{"maxTTFTPenaltyMs":-1}`, old, "maxTTFTPenaltyMs", ">= 0"},
 		{"negative throughput", `{"peakPrefillThroughput":-5}`, old, "peakPrefillThroughput", ">= 0"},
 		{"unknown key", `{"maxTTFTPenalty":5}`, old, "maxTTFTPenalty", "unknown key"},
 		{"penaltyMode on a build without it", `{"penaltyMode":"matchedTokens"}`, old, "penaltyMode", "crash-loop"},
-		{"newest-only key on the Aug 2026 build", `{"maxInFlightRequestsDelta":3}`, old, "maxInFlightRequestsDelta", "crash-loop"},
+		{"request-gate key on the Aug 2026 build", `{"maxInFlightRequestsDelta":3}`, old, "maxInFlightRequestsDelta", "crash-loop"},
+		{"request-gate key on the calibration build", `{"maxInFlightRequestsDelta":3}`, calib, "maxInFlightRequestsDelta", "crash-loop"},
+		{"calibration key on the Sep 2026 build", `{"prefillCalibrationFile":"/c"}`, sep, "prefillCalibrationFile", "crash-loop"},
 		{"unknown penalty mode", `{"penaltyMode":"tokens"}`, pm, "penaltyMode", "must be"},
 		{"matchedTokens with the latency predictor", `{"penaltyMode":"matchedTokens","ttftSource":"latencyPredictor"}`, pm, "penaltyMode", "latencyPredictor"},
 		{"string where a number belongs", `{"maxTTFTPenaltyMs":"5000"}`, old, "maxTTFTPenaltyMs", "must be a number"},
 		{"boolean where a number belongs", `{"affinityThreshold":true}`, old, "affinityThreshold", "must be a number"},
 		{"number where a string belongs", `{"ttftSource":1}`, old, "ttftSource", "must be a string"},
-		{"fraction where an integer belongs", `{"maxInFlightRequestsDelta":1.5}`, newest, "maxInFlightRequestsDelta", "integer"},
+		{"fraction where an integer belongs", `{"maxInFlightRequestsDelta":1.5}`, requestGate, "maxInFlightRequestsDelta", "integer"},
 		{"number out of float range", `{"maxTTFTPenaltyMs":1e999}`, old, "maxTTFTPenaltyMs", "finite"},
 		{"keys differing only in case", `{"maxTTFTPenaltyMs":1,"MaxTTFTPenaltyMs":2}`, old, "MaxTTFTPenaltyMs", "case-insensitively"},
 		{"not a mapping", `[1,2]`, old, "", "mapping"},

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -127,12 +128,13 @@ var tokenBarKeys = keySetOf(KeyAffinityThreshold, KeyExplorationProbability, Key
 type Semantics uint8
 
 const (
-	// SemanticsV1 (llm-d router main, Aug 2026): a missing InFlightLoad counts as
-	// 0 tokens and a missing latency prediction as math.MaxFloat64.
+	// SemanticsV1 (every release and main up to the newest stored): a missing
+	// InFlightLoad counts as 0 tokens and a missing latency prediction as
+	// math.MaxFloat64.
 	SemanticsV1 Semantics = 1
-	// SemanticsV2 (newer builds): endpoints without the signal are skipped when
-	// taking a group minimum; a group without any signal ends the decision with
-	// outcome missing_signal.
+	// SemanticsV2 (PR #2652's rule, as in 066c20ea1): endpoints without the
+	// signal are skipped when taking a group minimum; a group without any
+	// signal ends the decision with outcome missing_signal, keeping all.
 	SemanticsV2 Semantics = 2
 )
 
@@ -228,35 +230,61 @@ func (p Profile) DefaultParams() Params {
 // Built-in profile names.
 const (
 	ProfileRouter202608 = "router-2026-08"
-	ProfileRouterNewest = "router-newest"
 	ProfilePenaltyMode  = "penalty-mode"
 	// ProfileRouterTokenBar is the generation whose gate had the token bar
 	// maxTokensInFlightPenalty next to a TTFT gate fed by the latency
 	// predictor (May–June 2026, before peakPrefillThroughput).
 	ProfileRouterTokenBar = "router-2026-05-tokens"
+	// ProfileRouter202609 is llm-d-router main from 2026-09-06 (PR #2720):
+	// the router-2026-08 filter with affinityThreshold checked in [0, 1].
+	ProfileRouter202609 = "router-2026-09"
+	// ProfileRouterCalibration is the calibration build of PR #2938
+	// (commit 17dd1ab57): router-2026-09 plus the three
+	// prefillCalibration* keys.
+	ProfileRouterCalibration = "router-2026-09-calibration"
+	// ProfileRouterCalibrationV2 is commit 066c20ea1: the calibration build
+	// with the missing-signal rule of PR #2652 (v2).
+	ProfileRouterCalibrationV2 = "router-2026-09-calibration-v2"
 )
+
+// ProfileRouterNewest is the removed profile "router-newest": it matched no
+// single build. LookupProfile refuses it with ErrRemovedProfile, naming the
+// builds that replace it.
+const ProfileRouterNewest = "router-newest"
+
+// ErrRemovedProfile marks a profile name that gatetuner no longer accepts.
+var ErrRemovedProfile = errors.New("removed build profile")
 
 // Upstream sources the built-in profiles mirror (docs/gate.md).
 const (
 	upstreamRouter202608 = "llm-d/llm-d-router@ebab687927f5331c1b39defcb579a07951bce56c (main, 2026-08-21; " +
-		"filter plugin.go@800ec0e45, the same decision and keys as plugin.go@ff37a5592 in tags v0.9.0 and v0.10.0)"
+		"filter plugin.go@800ec0e45, the same decision and keys as plugin.go@ff37a5592 in tags v0.9.0-rc.1 … v0.10.0)"
+	upstreamRouter202609 = "llm-d/llm-d-router main from PR #2720 (opened and approved 2026-09-06, merged): the filter of 17dd1ab57 " +
+		"without its calibration additions; the merge commit is not recorded in the sources gatetuner read (docs/gate.md)"
+	upstreamCalibration = "llm-d/llm-d-router@17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67 (head of PR #2938, " +
+		"\"resolve peak prefill throughput from a calibration record\", opened 2026-09-20; not in main or any release tag)"
+	upstreamCalibrationV2 = "llm-d/llm-d-router@066c20ea107e538797d3256ab0803a4f50625975 (PR #2938's calibration " +
+		"with PR #2652's missing-signal rule; not in main or any release tag)"
 	upstreamTokenBar = "llm-d/llm-d-router@a42e39d3d (main, 2026-06-01; maxTokensInFlightPenalty added in 3a160b650, " +
 		"removed by afdf6bcf5 on 2026-06-11; in no release tag)"
-	upstreamNewest = "no single build: keys of llm-d/llm-d-router@17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67 (calibration) " +
-		"plus maxInFlightRequestsDelta and the v2 missing-signal rule of a newer stored filter (docs/gate.md)"
 	upstreamPenaltyMode = "router-2026-08 plus the seed's penaltyMode extension (not upstream)"
 )
 
 // DefaultProfileName is the profile assumed when a target declares none.
 const DefaultProfileName = ProfileRouter202608
 
+// calibrationKeys are the keys PR #2938 adds.
+var calibrationKeys = keySetOf(KeyPrefillCalibrationFile, KeyPrefillCalibrationFingerprint, KeyPrefillCalibrationRequired)
+
 // BuiltinProfiles returns the built-in profiles.
 func BuiltinProfiles() []Profile {
 	return []Profile{
 		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne, Upstream: upstreamRouter202608},
-		{Name: ProfileRouterNewest, Keys: baseKeys | keySetOf(KeyMaxInFlightRequestsDelta, KeyPrefillCalibrationFile,
-			KeyPrefillCalibrationFingerprint, KeyPrefillCalibrationRequired), MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval,
-			Upstream: upstreamNewest},
+		{Name: ProfileRouter202609, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdUnitInterval, Upstream: upstreamRouter202609},
+		{Name: ProfileRouterCalibration, Keys: baseKeys | calibrationKeys, MissingSignal: SemanticsV1, Threshold: ThresholdUnitInterval,
+			Upstream: upstreamCalibration},
+		{Name: ProfileRouterCalibrationV2, Keys: baseKeys | calibrationKeys, MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval,
+			Upstream: upstreamCalibrationV2},
 		{Name: ProfilePenaltyMode, Keys: baseKeys | keySetOf(KeyPenaltyMode), MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
 			Upstream: upstreamPenaltyMode},
 		{Name: ProfileRouterTokenBar, Keys: tokenBarKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
@@ -264,10 +292,25 @@ func BuiltinProfiles() []Profile {
 	}
 }
 
-// LookupProfile returns a built-in profile by name.
+// removedProfiles explain profile names gatetuner no longer accepts.
+var removedProfiles = map[string]string{
+	ProfileRouterNewest: "it matched no single EPP build (the calibration keys of PR #2938 with the request gate and " +
+		"missing-signal rule of other unmerged pull requests); name the build your EPP runs: " +
+		ProfileRouter202608 + " (tags v0.9.0 … v0.10.0, main before PR #2720), " +
+		ProfileRouter202609 + " (main from PR #2720, 2026-09-06), " +
+		ProfileRouterCalibration + " or " + ProfileRouterCalibrationV2 + " (PR #2938's calibration builds), " +
+		"or declare a custom profile (profiles: in the daemon config) with your build's keys, missingSignal and thresholdRule; " +
+		"gatetuner doctor suggests one from the EPP image tag",
+}
+
+// LookupProfile returns a built-in profile by name. A removed name is an
+// ErrRemovedProfile error that names its replacements.
 func LookupProfile(name string) (Profile, error) {
 	if name == "" {
 		name = DefaultProfileName
+	}
+	if why, ok := removedProfiles[name]; ok {
+		return Profile{}, fmt.Errorf("%w %q: %s", ErrRemovedProfile, name, why)
 	}
 	var names []string
 	for _, p := range BuiltinProfiles() {

@@ -6,30 +6,53 @@ import (
 	"testing"
 )
 
+// upstreamKeys are the JSON tags of each cited build's Config struct, in
+// source order (docs/gate.md cites the file@commit of each).
+var upstreamKeys = map[string][]string{
+	// plugin.go@800ec0e45 (main ebab68792) and @ff37a5592 (v0.9.0 … v0.10.0).
+	ProfileRouter202608: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// main after PR #2720: the same Config.
+	ProfileRouter202609: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// plugin.go@17dd1ab57 (PeakPrefillThroughputSource is json:"-", not a key).
+	ProfileRouterCalibration: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefillCalibrationFile", "prefillCalibrationFingerprint", "prefillCalibrationRequired",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// plugin.go@066c20ea1: the same Config as 17dd1ab57.
+	ProfileRouterCalibrationV2: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefillCalibrationFile", "prefillCalibrationFingerprint", "prefillCalibrationRequired",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// plugin.go@a42e39d3d.
+	ProfileRouterTokenBar: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "maxTokensInFlightPenalty",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// the seed's build: router-2026-08 plus penaltyMode.
+	ProfilePenaltyMode: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName", "penaltyMode"},
+}
+
 // TestBuiltinProfilesMirrorCitedBuilds pins each built-in profile's key set,
 // missing-signal rule, threshold rule and defaults to the upstream source it
 // cites (docs/gate.md has the file@commit for each).
 func TestBuiltinProfilesMirrorCitedBuilds(t *testing.T) {
+	v1Defaults := Params{AffinityThreshold: 0.80, ExplorationProbability: 0, MaxTTFTPenaltyMs: 18000, TTFTSource: SourcePrefillThroughput, PeakPrefillThroughput: 15928}
 	cases := []struct {
 		name      string
-		keys      string // canonical, in canonical order
 		sem       Semantics
 		threshold ThresholdRule
-		upstream  string // the commit the profile names
+		upstream  string // the commit (or pull request) the profile names
 		defaults  Params
 	}{
-		{ProfileRouter202608,
-			"affinityThreshold, explorationProbability, maxTTFTPenaltyMs, ttftSource, peakPrefillThroughput, prefixMatchInfoProducerName, latencyPredictionInfoProducerName, inFlightLoadProducerName",
-			SemanticsV1, ThresholdAtMostOne, "ebab687927f5331c1b39defcb579a07951bce56c",
-			Params{AffinityThreshold: 0.80, ExplorationProbability: 0, MaxTTFTPenaltyMs: 18000, TTFTSource: SourcePrefillThroughput, PeakPrefillThroughput: 15928}},
-		{ProfileRouterTokenBar,
-			"affinityThreshold, explorationProbability, maxTTFTPenaltyMs, prefixMatchInfoProducerName, latencyPredictionInfoProducerName, inFlightLoadProducerName, maxTokensInFlightPenalty",
-			SemanticsV1, ThresholdAtMostOne, "a42e39d3d",
+		{ProfileRouter202608, SemanticsV1, ThresholdAtMostOne, "ebab687927f5331c1b39defcb579a07951bce56c", v1Defaults},
+		{ProfileRouter202609, SemanticsV1, ThresholdUnitInterval, "PR #2720", v1Defaults},
+		{ProfileRouterCalibration, SemanticsV1, ThresholdUnitInterval, "17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67", v1Defaults},
+		{ProfileRouterCalibrationV2, SemanticsV2, ThresholdUnitInterval, "066c20ea107e538797d3256ab0803a4f50625975", v1Defaults},
+		{ProfileRouterTokenBar, SemanticsV1, ThresholdAtMostOne, "a42e39d3d",
 			Params{AffinityThreshold: 0.80, ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: SourceLatencyPredictor}},
-		{ProfilePenaltyMode,
-			"affinityThreshold, explorationProbability, maxTTFTPenaltyMs, ttftSource, peakPrefillThroughput, prefixMatchInfoProducerName, latencyPredictionInfoProducerName, inFlightLoadProducerName, penaltyMode",
-			SemanticsV1, ThresholdAtMostOne, "router-2026-08",
-			Params{AffinityThreshold: 0.80, MaxTTFTPenaltyMs: 18000, TTFTSource: SourcePrefillThroughput, PeakPrefillThroughput: 15928}},
+		{ProfilePenaltyMode, SemanticsV1, ThresholdAtMostOne, "router-2026-08", v1Defaults},
+	}
+	if len(cases) != len(BuiltinProfiles()) {
+		t.Fatalf("%d cases for %d built-in profiles: pin every profile", len(cases), len(BuiltinProfiles()))
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,8 +60,16 @@ func TestBuiltinProfilesMirrorCitedBuilds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Keys.String() != tc.keys {
-				t.Errorf("keys %s\nwant %s", p.Keys, tc.keys)
+			var want KeySet
+			for _, name := range upstreamKeys[tc.name] {
+				k, ok := LookupKey(name)
+				if !ok || k.String() != name {
+					t.Fatalf("cited key %q is not a canonical key", name)
+				}
+				want = want.With(k)
+			}
+			if p.Keys != want {
+				t.Errorf("keys %s\nwant %s", p.Keys, want)
 			}
 			if p.MissingSignal != tc.sem || p.Threshold != tc.threshold {
 				t.Errorf("semantics %s threshold %s, want %s %s", p.MissingSignal, p.Threshold, tc.sem, tc.threshold)
@@ -55,11 +86,88 @@ func TestBuiltinProfilesMirrorCitedBuilds(t *testing.T) {
 				d.PeakPrefillThroughput != tc.defaults.PeakPrefillThroughput || d.MaxTokensInFlightPenalty != 0 {
 				t.Errorf("defaults %+v\nwant %+v", d, tc.defaults)
 			}
+			// The threshold rule as the build's validate() has it.
+			_, errNeg := ParseParams([]byte(`{"affinityThreshold":-0.5}`), p)
+			_, errHigh := ParseParams([]byte(`{"affinityThreshold":1.5}`), p)
+			if (errNeg != nil) != (tc.threshold == ThresholdUnitInterval) || errHigh == nil {
+				t.Errorf("threshold -0.5: %v; 1.5: %v (rule %s)", errNeg, errHigh, tc.threshold)
+			}
 		})
 	}
 	for _, p := range BuiltinProfiles() {
 		if p.Upstream == "" {
 			t.Errorf("profile %s names no upstream source", p.Name)
+		}
+	}
+}
+
+// TestRouterNewestIsRemoved: the old name is refused with an error naming the
+// real builds that replace it, and is no longer listed.
+func TestRouterNewestIsRemoved(t *testing.T) {
+	_, err := LookupProfile(ProfileRouterNewest)
+	if !errors.Is(err, ErrRemovedProfile) {
+		t.Fatalf("LookupProfile(%q) = %v, want ErrRemovedProfile", ProfileRouterNewest, err)
+	}
+	for _, want := range []string{ProfileRouter202608, ProfileRouter202609, ProfileRouterCalibration, ProfileRouterCalibrationV2, "custom profile", "doctor"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error spans lines: %q", err)
+	}
+	for _, n := range ProfileNames() {
+		if n == ProfileRouterNewest {
+			t.Errorf("%s still listed", n)
+		}
+	}
+}
+
+// TestCalibrationThroughputPresence pins how the calibration builds tell the
+// operator's peakPrefillThroughput from the default (calibration.go@17dd1ab57
+// parameterPresent: the exact key, null included) and when the file is read
+// at all (not with the latency predictor).
+func TestCalibrationThroughputPresence(t *testing.T) {
+	for _, name := range []string{ProfileRouterCalibration, ProfileRouterCalibrationV2} {
+		prof := mustProfile(t, name)
+		for _, tc := range []struct {
+			raw  string
+			want PPTSource
+			ppt  float64
+		}{
+			{`{"prefillCalibrationFile":"/c"}`, PPTCalibrated, 15928},
+			{`{"prefillCalibrationFile":"/c","peakPrefillThroughput":15928}`, PPTExplicit, 15928},
+			{`{"prefillCalibrationFile":"/c","peakPrefillThroughput":null}`, PPTExplicit, 15928},
+			{`{"prefillCalibrationFile":"/c","PeakPrefillThroughput":9000}`, PPTCalibrated, 9000},
+			{`{"prefillCalibrationFile":"/c","ttftSource":"latencyPredictor"}`, PPTDefault, 15928},
+			{`{"PeakPrefillThroughput":9000}`, PPTExplicit, 9000},
+		} {
+			p, err := ParseParams([]byte(tc.raw), prof)
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, tc.raw, err)
+			}
+			if p.PPTSource() != tc.want || p.PeakPrefillThroughput != tc.ppt {
+				t.Errorf("%s %s: %s %v, want %s %v", name, tc.raw, p.PPTSource(), p.PeakPrefillThroughput, tc.want, tc.ppt)
+			}
+		}
+		for _, ok := range []string{
+			`{"prefillCalibrationRequired":true,"peakPrefillThroughput":9000}`,
+			`{"prefillCalibrationRequired":true,"peakPrefillThroughput":null}`,
+			`{"prefillCalibrationRequired":true,"ttftSource":"latencyPredictor"}`,
+			`{"prefillCalibrationRequired":true,"prefillCalibrationFile":"/c"}`,
+		} {
+			if _, err := ParseParams([]byte(ok), prof); err != nil {
+				t.Errorf("%s %s: %v (the build starts)", name, ok, err)
+			}
+		}
+		for _, bad := range []string{
+			`{"prefillCalibrationRequired":true}`,
+			`{"prefillCalibrationRequired":true,"PeakPrefillThroughput":9000}`,
+		} {
+			var pe *ParamError
+			if _, err := ParseParams([]byte(bad), prof); !errors.As(err, &pe) || pe.Key != "prefillCalibrationRequired" {
+				t.Errorf("%s %s: %v, want a prefillCalibrationRequired error", name, bad, err)
+			}
 		}
 	}
 }
@@ -142,13 +250,12 @@ func TestProfileForImageTag(t *testing.T) {
 }
 
 // TestRequestGateNeedsTheTTFTGate: the request gate only adds endpoints
-// within the TTFT penalty, so the newest filter refuses it with the gate off.
+// within the TTFT penalty, so the request-gate builds (PR heads 12a441068 and
+// 92781975d; no built-in profile, router-newest named them together with the
+// calibration keys) refuse it with the gate off.
 func TestRequestGateNeedsTheTTFTGate(t *testing.T) {
-	prof, err := LookupProfile(ProfileRouterNewest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = ParseParams([]byte(`{"maxInFlightRequestsDelta":3,"maxTTFTPenaltyMs":0}`), prof)
+	prof := requestGateProfile(t)
+	_, err := ParseParams([]byte(`{"maxInFlightRequestsDelta":3,"maxTTFTPenaltyMs":0}`), prof)
 	var pe *ParamError
 	if !errors.As(err, &pe) || pe.Key != "maxInFlightRequestsDelta" {
 		t.Fatalf("ParseParams = %v, want a maxInFlightRequestsDelta error", err)

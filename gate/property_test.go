@@ -231,7 +231,9 @@ func encodeCase(s Settings, eps []Endpoint) []byte {
 func FuzzParseParams(f *testing.F) {
 	for _, s := range []string{``, `{}`, `null`, `{"affinityThreshold":0.8}`, `{"maxTTFTPenaltyMs":5000,"peakPrefillThroughput":4783}`,
 		`{"penaltyMode":"matchedTokens","maxTTFTPenaltyMs":0}`, `{"ttftSource":"latencyPredictor"}`, `{"MaxTTFTPenaltyMs":1,"maxttftpenaltyms":2}`,
-		`{"prefillCalibrationFile":"x","maxInFlightRequestsDelta":3}`, `[`, `{"a":1}`, `{"explorationProbability":1e-320}`} {
+		`{"prefillCalibrationFile":"x","maxInFlightRequestsDelta":3}`, `[`, `{"a":1}`, `{"explorationProbability":1e-320}`,
+		`{"prefillCalibrationRequired":true}`, `{"prefillCalibrationFile":"x","PeakPrefillThroughput":null}`,
+		`{"peakPrefillThroughput":null,"prefillCalibrationRequired":true}`, `{"affinityThreshold":-0.5}`} {
 		f.Add([]byte(s), uint8(0))
 	}
 	profiles := BuiltinProfiles()

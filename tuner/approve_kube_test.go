@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
@@ -61,7 +63,7 @@ func (relativeDecisions) Replay(ctx context.Context, from, to time.Time, fn func
 // approveTarget is a ConfigMap target in mode approve on the
 // production-style config, with decisions that make the tuner recommend a
 // change.
-func approveTarget(t *testing.T, c kubernetes.Interface, ns string, now time.Time) *Target {
+func approveTarget(t *testing.T, c kubernetes.Interface, ns string, now time.Time, clk clock.Clock) *Target {
 	t.Helper()
 	text, err := os.ReadFile("eppconfig/testdata/epp-config-production-commented.yaml")
 	if err != nil {
@@ -76,7 +78,7 @@ func approveTarget(t *testing.T, c kubernetes.Interface, ns string, now time.Tim
 		t.Fatal(err)
 	}
 	sk, err := sink.New(sink.Target{Name: "t", Namespace: ns, ConfigMap: approveCM, Key: approveKey, Mode: sink.ModeConfigMap, Profile: prof,
-		Plugins: []string{"prefill-affinity"}}, sink.Options{Client: c, Identity: "gatetuner-0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Plugins: []string{"prefill-affinity"}}, sink.Options{Client: c, Identity: "gatetuner-0", Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +144,15 @@ func approvalEvents(t *testing.T, c kubernetes.Interface, ns string) []string {
 func TestApproveModeAgainstTheAPIServer(t *testing.T) {
 	c, ns := needKube(t)
 	ctx := context.Background()
-	now := time.Now().UTC().Truncate(time.Second)
-	clock := now
-	tg := approveTarget(t, c, ns, now)
+	// One clock for the tuner and the sink, five minutes past an hour: the
+	// decisions (10–50 minutes after the history's start) then stay inside
+	// one window of the day through every cycle below, so the recommendation
+	// — and its hash — cannot move with the time of day the test runs at.
+	now := time.Now().UTC().Truncate(time.Hour).Add(5 * time.Minute)
+	clk := testingclock.NewFakeClock(now)
+	tg := approveTarget(t, c, ns, now, clk)
 	m := exporter.New("test", "test")
-	tu := &Tuner{Clock: func() time.Time { return clock }, Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	tu := &Tuner{Clock: clk.Now, Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	orig, _ := configMapText(t, c, ns)
 
 	// No annotation: pending, the detail names the hash and the command.
@@ -173,7 +179,7 @@ func TestApproveModeAgainstTheAPIServer(t *testing.T) {
 	}
 
 	// The next cycle, same data: the same hash, no second Event.
-	clock = clock.Add(time.Minute)
+	clk.Step(time.Minute)
 	if rep := tu.Cycle(ctx, tg); rep.Recommendation == nil || rep.Recommendation.Hash != hash {
 		t.Fatalf("the hash changed between cycles over the same change: %+v", rep.Recommendation)
 	}
@@ -195,7 +201,7 @@ func TestApproveModeAgainstTheAPIServer(t *testing.T) {
 
 	// The right hash: written once, the hash in the history.
 	annotateApprove(t, c, ns, hash)
-	clock = clock.Add(time.Minute)
+	clk.Step(time.Minute)
 	rep = tu.Cycle(ctx, tg)
 	if rep.Result != ResultApplied {
 		t.Fatalf("approved: result %s hold %+v error %q, want applied", rep.Result, rep.Hold, rep.Error)
@@ -214,13 +220,13 @@ func TestApproveModeAgainstTheAPIServer(t *testing.T) {
 	m.RecommendationPending.Reset()
 
 	// The same annotation, next cycle: not written again (pending restart).
-	clock = clock.Add(time.Minute)
+	clk.Step(time.Minute)
 	if rep := tu.Cycle(ctx, tg); rep.Result == ResultApplied {
 		t.Fatalf("written a second time: %+v", rep.Hold)
 	}
 	// The EPP restarts and a person puts the old values back: the tuner
 	// recommends the same change again, and the used approval does not write it.
-	if err := tg.Sink.MarkRestarted(ctx, time.Now()); err != nil {
+	if err := tg.Sink.MarkRestarted(ctx, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	_, cm = configMapText(t, c, ns)
@@ -228,7 +234,7 @@ func TestApproveModeAgainstTheAPIServer(t *testing.T) {
 	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	clock = time.Now().UTC().Add(tg.Config.Policy.Cooldown + time.Minute) // past the cooldown, a whole lookback after the restart: the same window
+	clk.Step(tg.Config.Policy.Cooldown + time.Minute) // past the cooldown, a whole lookback after the restart: the same window
 	rep = tu.Cycle(ctx, tg)
 	if rep.Recommendation == nil || rep.Recommendation.Hash != hash {
 		t.Fatalf("after the revert: recommendation %+v hold %+v, want hash %s again", rep.Recommendation, rep.Hold, hash)

@@ -178,15 +178,16 @@ func formatFloat(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// ceilingTolerance: the matchedTokens ceiling is the smallest whose
-// objective is within this fraction of the best matchedTokens one.
+// ceilingTolerance: the matchedTokens ceiling is the one nearest the bar in
+// force among those whose objective is within this fraction of the best
+// matchedTokens one.
 const ceilingTolerance = 0.02
 
 // Choice is the objective's pick.
 type Choice struct {
 	// Best is the index (into the candidates) of the lowest objective,
 	// preferring the current settings on ties and, in matchedTokens, the
-	// smallest ceiling within 2 % of the best.
+	// ceiling nearest the bar in force within 2 % of the best.
 	Best int
 	// BestStatic and BestMatched are the best of each mode (-1 when none).
 	BestStatic, BestMatched int
@@ -218,11 +219,14 @@ func Choose(cands []Candidate, costs []float64) Choice {
 		}
 	}
 	if ch.BestMatched >= 0 {
-		// The smallest ceiling whose cost is within 2 % of the best: a bound
-		// on queueing that costs (almost) nothing.
+		// Among the ceilings whose cost is within 2 % of the best (the
+		// objective cannot tell them apart), the one nearest the bar in force:
+		// the smallest change. (The smallest such ceiling, chosen before,
+		// releases more on the ceiling with no estimated gain.)
 		limit := costs[ch.BestMatched] * (1 + ceilingTolerance)
 		for i := 1; i < len(cands); i++ {
-			if cands[i].Settings.Mode == gate.ModeMatchedTokens && costs[i] <= limit && cands[i].Bar < cands[ch.BestMatched].Bar {
+			if cands[i].Settings.Mode == gate.ModeMatchedTokens && costs[i] <= limit &&
+				barDistance(cands[i].Bar, anchor) < barDistance(cands[ch.BestMatched].Bar, anchor) {
 				ch.BestMatched = i
 			}
 		}

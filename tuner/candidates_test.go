@@ -82,7 +82,8 @@ func TestChoose(t *testing.T) {
 		{"lowest cost wins", []Candidate{mk(0, 100), mk(0, 50), mk(0, 200)}, []float64{10, 3, 5}, 1},
 		{"ties keep the current settings", []Candidate{mk(0, 100), mk(0, 50), mk(0, 200)}, []float64{3, 3, 5}, 0},
 		{"equal static costs prefer the bar nearest the current", []Candidate{mk(0, 100), mk(0, 10), mk(0, 150), mk(0, 1000)}, []float64{9, 1, 1, 1}, 2},
-		{"smallest ceiling within 2 % of the best", []Candidate{mk(0, 100), mk(1, 50), mk(1, 400), mk(1, inf)}, []float64{9, 5, 1.01, 1}, 2},
+		{"a ceiling within 2 % of the best is nearer the current bar than none", []Candidate{mk(0, 100), mk(1, 50), mk(1, 400), mk(1, inf)}, []float64{9, 5, 1.01, 1}, 2},
+		{"ceilings within 2 % of the best prefer the one nearest the current bar", []Candidate{mk(0, 100), mk(1, 25), mk(1, 100), mk(1, 400)}, []float64{9, 1, 1.01, 1.005}, 2},
 		{"static wins when cheaper than matchedTokens", []Candidate{mk(0, 100), mk(0, 80), mk(1, inf)}, []float64{9, 1, 2}, 1},
 		{"equal cost prefers static over a mode change", []Candidate{mk(0, 100), mk(0, 80), mk(1, inf)}, []float64{9, 1, 1}, 1},
 	}

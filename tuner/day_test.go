@@ -264,16 +264,23 @@ func TestAutoApplyWindowIsTheCheapestRestart(t *testing.T) {
 	now := time.Date(2026, 12, 1, 6, 30, 0, 0, time.UTC)
 	r := &replayed{fbRate: 10000}
 	costOf := func(e *estimator.Estimates) RestartCost { return restartCost(e, time.Minute, r.fbRate, nil) }
+	at7 := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
 		history time.Duration
 		want    string
+		open    bool
+		rate    float64 // the rate of the span the write's restart is priced at
 		unknown string
 	}{
-		// Rates are 1 + the hour and the cost grows with the rate: 03:00–04:00
-		// (window 3 of the 4-hour day, rate 4) beats 04:00 (window 0, rate 5)
-		// and window 2, merged from 02:30 (rate 3) and 06:00 (rate 7).
-		{name: "the window of least restart cost over the history", history: 4 * time.Hour, want: "+03:00–+04:00"},
+		// Rates are 1 + the hour and the cost grows with the rate: from 03:00,
+		// 03:00–04:00 (window 3 of the 4-hour day, rate 4) beats 04:00 (window
+		// 0, rate 5), 05:00 (window 1, rate 6) and window 2, which only the
+		// open span 06:00–06:30 (rate 7) has seen.
+		{name: "the window of least restart cost over the history", history: 3*time.Hour + 30*time.Minute, want: "+03:00–+04:00", rate: 4},
+		// From 02:30 window 2 was also seen closed, 02:30–03:00 (rate 3): the
+		// open span (the window's first half hour, rate 7) does not price it.
+		{name: "the open span does not price a window seen closed", history: 4 * time.Hour, want: "+02:00–+03:00", open: true, rate: 3},
 		{name: "too little history names the windows it lacks", history: 90 * time.Minute, unknown: "2 of 4 windows"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,15 +294,17 @@ func TestAutoApplyWindowIsTheCheapestRestart(t *testing.T) {
 				return
 			}
 			av := p.view
-			if av.Label != tc.want || av.Open || av.Opens == nil || !av.Opens.Equal(time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)) || !strings.Contains(av.Detail, "day's mean") {
+			if av.Label != tc.want || av.Open != tc.open || !strings.Contains(av.Detail, "day's mean") || (tc.open != (av.Opens == nil)) ||
+				(!tc.open && !av.Opens.Equal(at7)) {
 				t.Fatalf("auto window %+v", av)
 			}
 			if v.Windows[3].RestartCost == nil || v.Windows[1].RestartCost == nil || *v.Windows[3].RestartCost >= *v.Windows[1].RestartCost {
 				t.Errorf("window costs %v %v", v.Windows[3].RestartCost, v.Windows[1].RestartCost)
 			}
-			// The restart is priced at the window the write happens in (rate 4), not now's (rate 7).
-			rc := restartAt(p, d, RestartCost{}, costOf)
-			if !strings.Contains(rc.PricedAt, "window +03:00–+04:00") || rc.Tokens != 4*1000*60*0.5 {
+			// The restart is priced at the window the write happens in (its
+			// closed span), not now's traffic (rate 7).
+			rc := restartAt(p, d, now, RestartCost{}, costOf)
+			if !strings.Contains(rc.PricedAt, "window "+tc.want) || rc.Tokens != tc.rate*1000*60*0.5 {
 				t.Errorf("restart priced %+v", rc)
 			}
 		})

@@ -1,12 +1,14 @@
 package tuner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
@@ -115,13 +117,18 @@ func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, c
 	n := clock.windows()
 	sum, cnt := make([]float64, n), make([]int, n)
 	if day.perWindow {
-		for _, s := range day.spans {
-			if s.est == nil {
-				continue
-			}
-			if c, ok := windowCost(costOf(s.est)); ok {
-				sum[s.index] += c
-				cnt[s.index]++
+		// The span still open prices its window only when the history holds
+		// no closed span of it: it shows what the window began with (the
+		// previous window's tail), not the window.
+		for _, open := range []bool{false, true} {
+			for _, s := range day.spans {
+				if s.est == nil || s.to.Before(now) == open || (open && cnt[s.index] > 0) {
+					continue
+				}
+				if c, ok := windowCost(costOf(s.est)); ok {
+					sum[s.index] += c
+					cnt[s.index]++
+				}
 			}
 		}
 	}
@@ -176,6 +183,13 @@ func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWind
 		return applyPlan{view: av, index: clock.index(now)}
 	}
 	cost, mean := sum[best]/float64(cnt[best]), total/float64(len(sum))
+	av.Detail = fmt.Sprintf("auto: window %s has the least restart cost over the history, %.4g request-seconds vs the day's mean %.4g (worst %.4g)",
+		clock.label(best), cost, mean, worst)
+	if k := clock.index(now); k != best && sum[k]/float64(cnt[k]) <= (1+autoTolerance)*cost {
+		av.Detail = fmt.Sprintf("auto: window %s, open now, is within %.0f %% of the least restart cost over the history (%.4g vs %.4g request-seconds at %s; the day's mean %.4g, worst %.4g): the estimates cannot tell them apart, and waiting would delay the gain",
+			clock.label(k), 100*autoTolerance, sum[k]/float64(cnt[k]), cost, clock.label(best), mean, worst)
+		best, cost = k, sum[k]/float64(cnt[k])
+	}
 	av.Window, av.Label = best, clock.label(best)
 	av.CostSeconds, av.DayMeanSeconds, av.DayMaxSeconds = finite(cost), finite(mean), finite(worst)
 	av.Open = clock.index(now) == best
@@ -183,17 +197,33 @@ func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWind
 		opens := clock.next(now, best)
 		av.Opens = &opens
 	}
-	av.Detail = fmt.Sprintf("auto: window %s has the least restart cost over the history, %.4g request-seconds vs the day's mean %.4g (worst %.4g)",
-		av.Label, cost, mean, worst)
 	return applyPlan{view: av, index: best}
 }
 
-// restartAt prices the restart at the window the write will happen in: the
-// newest span of that window with estimates, else (saying so) the lookback's.
-func restartAt(p applyPlan, day *dayEvidence, lookback RestartCost, costOf func(*estimator.Estimates) RestartCost) RestartCost {
+// autoTolerance: the window open now is as good as the cheapest when its
+// restart cost is within this fraction of it (the formula's precision is
+// coarser: restarts in the simulator measured 0.3–0.7 × its price,
+// docs/tuner.md).
+const autoTolerance = 0.25
+
+// usual returns window k's newest closed span with estimates (one that
+// ended before now), else its newest with estimates (nil: none).
+func (d *dayEvidence) usual(k int, now time.Time) *spanEstimate {
+	for i := len(d.spans) - 1; i >= 0; i-- {
+		if s := &d.spans[i]; s.index == k && s.est != nil && s.to.Before(now) {
+			return s
+		}
+	}
+	return d.latest(k)
+}
+
+// restartAt prices the restart at the window the write will happen in: its
+// newest closed span with estimates (else its newest), else (saying so) the
+// lookback's.
+func restartAt(p applyPlan, day *dayEvidence, now time.Time, lookback RestartCost, costOf func(*estimator.Estimates) RestartCost) RestartCost {
 	label := day.clock.label(p.index)
 	if day.perWindow {
-		if s := day.latest(p.index); s != nil {
+		if s := day.usual(p.index, now); s != nil {
 			rc := costOf(s.est)
 			rc.PricedAt = fmt.Sprintf("window %s (its estimates of %s–%s)", label, s.from.UTC().Format(time.RFC3339), s.to.UTC().Format("15:04:05"))
 			return rc
@@ -203,13 +233,88 @@ func restartAt(p applyPlan, day *dayEvidence, lookback RestartCost, costOf func(
 	return lookback
 }
 
+// settleFactor: inside an open auto window, a restart now priced above this
+// multiple of the window's usual price waits for the pool to settle.
+const settleFactor = 2
+
+// recentEstimate is the estimate of the last minutes' traffic, which prices
+// a restart that would happen now.
+type recentEstimate struct {
+	from, to time.Time
+	est      *estimator.Estimates
+	err      string
+}
+
+// recentSpan is how much of the latest traffic prices a restart now: a
+// quarter of a window of the day, within [1m, 15m].
+func recentSpan(pol config.Policy) time.Duration {
+	return min(max(pol.WindowWidth/4, time.Minute), 15*time.Minute)
+}
+
+// recentEstimate estimates the last recentSpan of traffic (nil when the
+// estimator gives no span estimates).
+func (t *Tuner) recentEstimate(ctx context.Context, tg *Target, params gate.Params, now time.Time) *recentEstimate {
+	estr := tg.Estimator
+	if estr == nil {
+		estr = t.Estimator
+	}
+	se, ok := estr.(SpanEstimator)
+	if !ok {
+		return nil
+	}
+	r := &recentEstimate{from: now.Add(-recentSpan(tg.Config.Policy)), to: now}
+	e, err := se.EstimateSpan(ctx, estimatorTarget(tg, params), r.from, r.to)
+	if err != nil {
+		r.err = err.Error()
+		return r
+	}
+	r.est = e
+	return r
+}
+
+// priceNow prices a restart that would happen now: the sessions of the last
+// minutes come back after it (their cached tokens are the backlog) while the
+// window's traffic arrives. Right after a shift in traffic — heavy long-context
+// sessions ending as a light window begins — that costs more than the window
+// usually does; the larger price stands, and an open auto window whose
+// restart now costs more than settleFactor × its usual price waits.
+func priceNow(usual RestartCost, now RestartCost, recent *recentEstimate, av *ApplyWindowView) RestartCost {
+	u, uok := windowCost(usual)
+	n, nok := windowCost(now)
+	if !nok || (uok && n <= u) {
+		return usual
+	}
+	now.PricedAt = fmt.Sprintf("now: the backlog of the last %s of traffic (%s–%s) queueing the window's arrivals", recent.to.Sub(recent.from).Round(time.Second),
+		recent.from.UTC().Format("15:04:05"), recent.to.UTC().Format("15:04:05"))
+	if uok {
+		now.UsualDelaySeconds = finite(u)
+		now.PricedAt += fmt.Sprintf(", more than the window's usual %.4g request-seconds (%s)", u, usual.PricedAt)
+		if av != nil && av.Kind == config.ApplyWindowAuto && n > settleFactor*u {
+			av.Settling = fmt.Sprintf("a restart now would cost %.4g request-seconds, more than %d× the window's usual %.4g: the last %s still carry heavier traffic than the window's; waiting inside the window",
+				n, settleFactor, u, recent.to.Sub(recent.from).Round(time.Second))
+		}
+	}
+	return now
+}
+
 // applyWindowEvidence records the apply window and prices the restart at
-// the window the write will happen in.
-func applyWindowEvidence(pol config.Policy, now time.Time, rec *Recommendation, day *dayEvidence, r *replayed) {
+// the window the write will happen in (and, when that is now, at the last
+// minutes' traffic: the larger price).
+func applyWindowEvidence(pol config.Policy, now time.Time, rec *Recommendation, day *dayEvidence, r *replayed, recent func() *recentEstimate) {
 	costOf := func(e *estimator.Estimates) RestartCost {
 		return restartCost(e, pol.RestartWarmup, r.fbRate, r.fbRates)
 	}
 	p := planApply(pol, now, rec.Evidence.Day, day, costOf)
 	rec.Evidence.Day.ApplyWindow = p.view
-	rec.Evidence.RestartCost = restartAt(p, day, rec.Evidence.RestartCost, costOf)
+	rc := restartAt(p, day, now, rec.Evidence.RestartCost, costOf)
+	if p.view.Open && p.view.Unknown == "" && recent != nil {
+		if re := recent(); re != nil && re.est != nil {
+			arrivals := re.est
+			if s := day.usual(p.index, now); day.perWindow && s != nil {
+				arrivals = s.est
+			}
+			rc = priceNow(rc, restartCostOf(re.est, arrivals, pol.RestartWarmup, r.fbRate, r.fbRates), re, p.view)
+		}
+	}
+	rec.Evidence.RestartCost = rc
 }

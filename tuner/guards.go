@@ -8,6 +8,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
@@ -131,8 +132,28 @@ func pendingRestartGuard(g *guardContext) verdict {
 
 func dataGuard(g *guardContext) verdict {
 	w := g.rec.Evidence.Window
-	return verdict{name: "data", pass: w.Known >= int64(*g.pol.MinDecisions), reason: HoldNoDecisions,
-		detail: fmt.Sprintf("%d decisions with a known verdict in the window (minimum %d)", w.Known, *g.pol.MinDecisions)}
+	pass := w.Known >= int64(*g.pol.MinDecisions)
+	detail := fmt.Sprintf("%d decisions with a known verdict in the window (minimum %d)", w.Known, *g.pol.MinDecisions)
+	if !pass {
+		detail += unknownWhy(g.rec.Evidence.Source, w, g.rec.Evidence.Shadow.Current.Outcomes, g.params.AffinityThreshold)
+	}
+	return verdict{name: "data", pass: pass, reason: HoldNoDecisions, detail: detail}
+}
+
+// unknownWhy says where the window's decisions without a known verdict
+// went: no sticky endpoint (and, for the Prometheus model, why that is
+// likely), one endpoint or the filter off, or no usable signal.
+func unknownWhy(source string, w WindowView, o shadow.OutcomeCounts, threshold float64) string {
+	if w.Decisions == 0 {
+		return ": the source yielded no decision at all"
+	}
+	s := fmt.Sprintf(" of %d decided: %d found no sticky endpoint (no_match), %d had one endpoint or the filter off (not_applicable), %d lacked a usable signal (missing_signal)",
+		w.Decisions, o[gate.OutcomeNoMatch], o[gate.OutcomeNotApplicable], o[gate.OutcomeMissingSignal])
+	if source == SourceKindModel && o[gate.OutcomeNoMatch]*2 > w.Decisions {
+		s += fmt.Sprintf("; the Prometheus model pins a drawn request to its home endpoint only when its drawn cached share of the prompt reaches affinityThreshold %.2f, "+
+			"which on this traffic few draws do (the cached-token distribution is far below the prompt's): the model cannot judge this pool, gate records can (records.file or records.stream)", threshold)
+	}
+	return s
 }
 
 func confidenceGuard(g *guardContext) verdict {
@@ -246,6 +267,8 @@ func autoWindowGuard(av *ApplyWindowView) verdict {
 			when = "at " + av.Opens.UTC().Format(time.RFC3339)
 		}
 		return verdict{name: "window", reason: HoldOutsideWindow, detail: fmt.Sprintf("the apply window opens %s; %s", when, av.Detail)}
+	case av.Settling != "":
+		return verdict{name: "window", reason: HoldOutsideWindow, detail: "the apply window is open but " + av.Settling + "; " + av.Detail}
 	}
 	return verdict{name: "window", pass: true, detail: "the apply window is open; " + av.Detail}
 }

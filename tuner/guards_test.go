@@ -107,6 +107,18 @@ func TestDataGuardNeedsMinDecisions(t *testing.T) {
 		{name: "enough", pass: true, detail: "1000 decisions"},
 		{name: "exactly the minimum", edit: func(g *guardContext) { g.rec.Evidence.Window.Known = 200 }, pass: true, detail: "minimum 200"},
 		{name: "one short", edit: func(g *guardContext) { g.rec.Evidence.Window.Known = 199 }, reason: HoldNoDecisions, detail: "199 decisions"},
+		{name: "nothing decided says so", edit: func(g *guardContext) { g.rec.Evidence.Window.Known, g.rec.Evidence.Window.Decisions = 0, 0 },
+			reason: HoldNoDecisions, detail: "the source yielded no decision at all"},
+		{name: "the model's draws without a sticky endpoint name the threshold", edit: func(g *guardContext) {
+			g.rec.Evidence.Source, g.rec.Evidence.Window.Known, g.rec.Evidence.Window.Decisions = SourceKindModel, 3, 4000
+			g.rec.Evidence.Shadow.Current.Outcomes[gate.OutcomeNoMatch] = 3990
+			g.params.AffinityThreshold = 0.8
+		}, reason: HoldNoDecisions, detail: "3990 found no sticky endpoint (no_match)"},
+		{name: "the model's blindness is named", edit: func(g *guardContext) {
+			g.rec.Evidence.Source, g.rec.Evidence.Window.Known, g.rec.Evidence.Window.Decisions = SourceKindModel, 3, 4000
+			g.rec.Evidence.Shadow.Current.Outcomes[gate.OutcomeNoMatch] = 3990
+			g.params.AffinityThreshold = 0.8
+		}, reason: HoldNoDecisions, detail: "reaches affinityThreshold 0.80"},
 	})
 }
 

@@ -45,7 +45,7 @@ func TestJoinProblemsBecomeEventsOncePerChange(t *testing.T) {
 	c, ns := needKube(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
-	tg := approveTarget(t, c, ns, now)
+	tg := approveTarget(t, c, ns, now, nil)
 	tu := &Tuner{Clock: func() time.Time { return now }, Metrics: exporter.New("test", "test"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	unmatched := estimator.Reason{Code: estimator.ReasonEndpointNamesUnmatched, Part: "inFlight",
 		Detail: `in-flight "qwen-0-rank-0" vs routing "qwen-0"`}

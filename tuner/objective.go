@@ -83,14 +83,27 @@ const maxRestartUtilization = 0.95
 // (docs/tuner.md). rate and rates are the per-endpoint prefill rates the
 // objective uses.
 func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
+	return restartCostOf(e, e, warmup, rate, rates)
+}
+
+// restartCostOf prices a restart whose backlog comes from the traffic of
+// backlog (the sessions that come back right after it: requestRate and mean
+// cached tokens there) and whose queueing is felt by the traffic of arrivals
+// (its request rate λ and utilization ρ). restartCost prices both from one
+// window; a restart now takes its backlog from the last minutes' traffic.
+func restartCostOf(backlog, arrivals *estimator.Estimates, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
 	rc := RestartCost{WarmupSeconds: warmup.Seconds(),
 		Formula: "backlog B = requestRate × mean cached × warm-up × (N−1)/N; delay = λ·B² / (2·C²·(1−ρ))"}
-	n := float64(len(e.Routing.Endpoints))
+	eps := arrivals.Routing.Endpoints
+	if len(eps) == 0 {
+		eps = backlog.Routing.Endpoints
+	}
+	n := float64(len(eps))
 	var missing []string
-	if e.RequestRate.Value == nil {
+	if backlog.RequestRate.Value == nil || arrivals.RequestRate.Value == nil {
 		missing = append(missing, "request rate")
 	}
-	if e.Cached.Mean == nil {
+	if backlog.Cached.Mean == nil {
 		missing = append(missing, "mean cached tokens")
 	}
 	if n < 1 {
@@ -100,16 +113,16 @@ func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rat
 		rc.Unknown = strings.Join(missing, ", ") + " unknown"
 		return rc
 	}
-	lambda := *e.RequestRate.Value
-	rc.Tokens = lambda * *e.Cached.Mean * warmup.Seconds() * (n - 1) / n
-	for _, ep := range e.Routing.Endpoints {
+	lambda := *arrivals.RequestRate.Value
+	rc.Tokens = *backlog.RequestRate.Value * *backlog.Cached.Mean * warmup.Seconds() * (n - 1) / n
+	for _, ep := range eps {
 		r, ok := rates[ep.Endpoint]
 		if !ok {
 			r = rate
 		}
 		rc.CapacityTokensPerSecond += r
 	}
-	work := computedTokenRate(e)
+	work := computedTokenRate(arrivals)
 	if rc.CapacityTokensPerSecond <= 0 || work <= 0 {
 		rc.Formula += " (capacity or computed prefill unknown: delay not priced)"
 		return rc

@@ -99,7 +99,13 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	rec.Evidence.Day = dayView(pol, cands, rp, obj, ch, day)
 	rec.Evidence.Replay = rp.replay
 	rec.Evidence.Replay.RatesHeld = ratesHeld
-	applyWindowEvidence(pol, now, rec, day, rp)
+	applyWindowEvidence(pol, now, rec, day, rp, func() *recentEstimate {
+		r := t.recentEstimate(ctx, tg, tr.params, now)
+		if r != nil && r.est != nil {
+			rep.cost.queries += r.est.Queries.Queries
+		}
+		return r
+	})
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
 	rec.Evidence.Confidence = confidence(pol, day.coverageOf(est), src.Kind(), ppt, rp, obj, ch)

@@ -241,7 +241,10 @@ type ApplyWindowView struct {
 	DayMaxSeconds  *float64 `json:"dayMaxSeconds,omitempty"`
 	// Unknown says why auto could not choose (hold apply-window-unknown).
 	Unknown string `json:"unknown,omitempty"`
-	Detail  string `json:"detail"`
+	// Settling says why an open auto window waits: a restart now would cost
+	// far more than the window usually does (hold outside-apply-window).
+	Settling string `json:"settling,omitempty"`
+	Detail   string `json:"detail"`
 }
 
 // ObjectiveFeedbackTTFTP90 names the tuner's objective: the p90 of the
@@ -376,8 +379,12 @@ type RestartCost struct {
 	// all; the restart-cost guard then holds.
 	Unknown string `json:"unknown,omitempty"`
 	// PricedAt says which window's estimates price the restart: the one
-	// the write will happen in.
+	// the write will happen in (or the last minutes' traffic, when a
+	// restart now costs more).
 	PricedAt string `json:"pricedAt,omitempty"`
+	// UsualDelaySeconds is the window's usual price when a restart now is
+	// priced higher (the last minutes' traffic).
+	UsualDelaySeconds *float64 `json:"usualDelaySeconds,omitempty"`
 }
 
 // ConfidenceParts is the documented confidence formula's factors.

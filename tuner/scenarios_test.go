@@ -18,7 +18,7 @@ import (
 // the gate records the simulated EPP wrote in that run — on prompt-shift and
 // hotspot (the phase-wide simulator truth is logged too: hotspot's phase is
 // longer than the lookback, and its first minutes hold more wrongly). The
-// goal is 3 percentage points; measured it is up to 6 (docs/tuner.md), so
+// goal is 3 percentage points; measured it is up to 6.4 (docs/tuner.md), so
 // this pins the model at 7 so that it does not drift further.
 func TestModelTracksRecords(t *testing.T) {
 	if testing.Short() {

@@ -18,8 +18,8 @@ import (
 func init() { commands = append(commands, newDoctorCmd) }
 
 type doctorOpts struct {
-	config, target, output, prometheus, kubeconfig, at string
-	timeout                                            time.Duration
+	config, target, output, prometheus, kubeconfig, at, serviceAccount string
+	timeout                                                            time.Duration
 }
 
 func newDoctorCmd(a *app) *cobra.Command {
@@ -51,6 +51,7 @@ Exit codes (docs/cli.md): 0 every check passed or warned, 1 a check failed
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig path (overrides kubernetes.kubeconfig; default in-cluster, then ~/.kube/config)")
 	f.StringVar(&o.at, "at", "", "evaluation time, RFC 3339 (default: now)")
 	f.DurationVar(&o.timeout, "timeout", 3*time.Minute, "timeout of all checks")
+	f.StringVar(&o.serviceAccount, "service-account", "", "the daemon's ServiceAccount, NAMESPACE/NAME, whose permissions the rbac check asks about (default: gatetuner in leaderElection.namespace, else gatetuner/gatetuner, as deploy/ and RenderRBAC name it)")
 	return cmd
 }
 
@@ -110,6 +111,11 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 	if err != nil {
 		return err
 	}
+	leaderElection := cfg.LeaderElection.Enabled
+	sa, err := doctorServiceAccount(cfg, o.serviceAccount)
+	if err != nil {
+		return err
+	}
 	if err := applyDoctorOverrides(cfg, o); err != nil {
 		return err
 	}
@@ -129,7 +135,8 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 		return err
 	}
 	defer d.close()
-	rep := d.run(ctx, targets)
+	d.serviceAccount = sa
+	rep := d.run(ctx, targets, leaderElection)
 	if o.output == "json" {
 		if err := jsonenc.Encode(a.stdout, rep, "  "); err != nil {
 			return err
@@ -138,6 +145,24 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 		writeDoctorText(a.stdout, rep)
 	}
 	return doctorExit(rep)
+}
+
+// doctorServiceAccount is --service-account, else the daemon's default
+// ServiceAccount: gatetuner in the leader election's namespace, else
+// gatetuner/gatetuner (RenderRBAC's defaults).
+func doctorServiceAccount(cfg *config.Config, flag string) (string, error) {
+	if flag != "" {
+		ns, name, ok := strings.Cut(flag, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return "", usageErr("--service-account: want NAMESPACE/NAME, got %q", flag)
+		}
+		return flag, nil
+	}
+	ns := cfg.LeaderElection.Namespace
+	if ns == "" {
+		ns = "gatetuner"
+	}
+	return ns + "/gatetuner", nil
 }
 
 // applyDoctorOverrides applies --prometheus and --kubeconfig to the config.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
@@ -29,7 +30,7 @@ const (
 
 // doctorCheckNames are every check, in the order a report lists them
 // (docs/doctor.md has a row for each).
-var doctorCheckNames = []string{checkPrometheus, checkBackend, checkConfig, checkEPPConfig, checkProfile, checkSeries,
+var doctorCheckNames = []string{checkPrometheus, checkBackend, checkRBAC, checkConfig, checkEPPConfig, checkProfile, checkSeries,
 	checkVLLMSeries, checkPodLabel, checkEPPSeries, checkInFlightSeries, checkProducer, checkSeriesEmpty, checkEndpointJoin,
 	checkEPPReplicas, checkEstimate, checkMonitors, checkPDRoles, checkRecords}
 
@@ -43,6 +44,8 @@ type doctor struct {
 	dyn     dynamic.Interface
 	kubeErr error // why there is no API server access
 	promErr error // set by promChecks when Prometheus cannot be queried
+	// serviceAccount is the daemon's, NAMESPACE/NAME (the rbac check).
+	serviceAccount string
 }
 
 func newDoctor(cfg *config.Config, at time.Time) (*doctor, error) {
@@ -65,9 +68,10 @@ func newDoctor(cfg *config.Config, at time.Time) (*doctor, error) {
 
 func (d *doctor) close() { d.q.Close() }
 
-// run checks Prometheus, then every target.
-func (d *doctor) run(ctx context.Context, targets []config.Target) *doctorReport {
+// run checks Prometheus and the daemon's permissions, then every target.
+func (d *doctor) run(ctx context.Context, targets []config.Target, leaderElection bool) *doctorReport {
 	rep := &doctorReport{At: d.at, Prometheus: d.cfg.Prometheus.URL, Checks: d.promChecks(ctx), Targets: []doctorTarget{}}
+	rep.Checks = append(rep.Checks, d.rbacCheck(ctx, leaderElection))
 	for _, ct := range targets {
 		rep.Targets = append(rep.Targets, d.target(ctx, ct))
 	}
@@ -130,8 +134,9 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 	}
 	defer dm.Close()
 	tg := dm.Targets()[0]
-	params, eppCheck := d.eppConfigCheck(ctx, tg)
+	params, pc, eppCheck := d.eppConfigCheck(ctx, tg)
 	add(eppCheck, d.profileCheck(ctx, ct, tg.Profile))
+	var est *estimator.Estimates
 	if d.promErr != nil {
 		add(doctorCheck{Name: checkSeries, Status: statusSkip, Detail: "Prometheus cannot be queried: no series checked"})
 	} else {
@@ -139,7 +144,8 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 		if et.InFlightProducer == "" && params != nil {
 			et.InFlightProducer = params.InFlightLoadProducerName
 		}
-		est, err := tg.Estimator.Estimate(ctx, et, d.at)
+		var err error
+		est, err = tg.Estimator.Estimate(ctx, et, d.at)
 		if err != nil {
 			add(doctorCheck{Name: checkSeries, Status: statusFail, Detail: "estimate: " + err.Error()})
 		} else {
@@ -148,7 +154,7 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 		}
 	}
 	add(d.monitorChecks(ctx, ct)...)
-	add(d.pdRolesCheck(ctx, ct))
+	add(d.pdRolesCheck(ctx, ct, pc, est))
 	if c, ok := d.recordsCheck(ctx, ct); ok {
 		add(c)
 	}
@@ -157,15 +163,16 @@ func (d *doctor) target(ctx context.Context, ct config.Target) doctorTarget {
 
 // eppConfigCheck reads the target's EPP config as the daemon does: it
 // parses, holds the plugin and its parameters decode under the profile.
-func (d *doctor) eppConfigCheck(ctx context.Context, tg *tuner.Target) (*gate.Params, doctorCheck) {
+func (d *doctor) eppConfigCheck(ctx context.Context, tg *tuner.Target) (*gate.Params, *pdConfig, doctorCheck) {
 	snap, err := tg.Sink.Read(ctx)
 	if err != nil {
-		return nil, doctorCheck{Name: checkEPPConfig, Status: statusFail, Detail: err.Error(),
+		return nil, nil, doctorCheck{Name: checkEPPConfig, Status: statusFail, Detail: err.Error(),
 			Fix: "point the target at the EPP config (configMap/key or file) holding one prefix-cache-affinity-filter, name it with plugin:, and keep its parameters to the keys the profile accepts (docs/gate.md)"}
 	}
 	in := snap.Instances[0]
 	p := in.Params
-	return &p, doctorCheck{Name: checkEPPConfig, Status: statusPass,
+	pc := pdOfConfig(in.Instance)
+	return &p, &pc, doctorCheck{Name: checkEPPConfig, Status: statusPass,
 		Detail: fmt.Sprintf("%s: plugin %s parses under profile %s (maxTTFTPenaltyMs %g, peakPrefillThroughput %g, inFlightLoadProducerName %q)",
 			snap.Source, in.Name(), tg.Profile.Name, p.MaxTTFTPenaltyMs, p.PeakPrefillThroughput, p.InFlightLoadProducerName)}
 }

@@ -90,10 +90,12 @@ func targetNamespace(ct config.Target) string {
 	return ""
 }
 
-// monitorChecks look at the PodMonitors and ServiceMonitors of the
-// target's namespace for endpoints whose port cannot match: the Operator
-// keeps a target whose port *name* equals port (docs/doctor.md), and a
-// number is never a Kubernetes port name.
+// monitorChecks look at the PodMonitors and ServiceMonitors that select
+// the target's namespace — those in it without a namespaceSelector, and
+// those anywhere whose namespaceSelector is any or names it — for endpoints
+// whose port cannot match the target's pods or Services: the Operator keeps
+// a target whose port *name* equals port (docs/doctor.md), and a number is
+// never a Kubernetes port name.
 func (d *doctor) monitorChecks(ctx context.Context, ct config.Target) []doctorCheck {
 	ns := targetNamespace(ct)
 	switch {
@@ -111,7 +113,7 @@ func (d *doctor) monitorChecks(ctx context.Context, ct config.Target) []doctorCh
 		gvr       schema.GroupVersionResource
 		name, eps string
 	}{{podMonitors, "PodMonitor", "podMetricsEndpoints"}, {serviceMonitors, "ServiceMonitor", "endpoints"}} {
-		list, err := d.dyn.Resource(kind.gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		list, warn, err := d.monitorsSelecting(ctx, kind.gvr, ns)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // the Operator's CRDs are not installed
@@ -119,23 +121,65 @@ func (d *doctor) monitorChecks(ctx context.Context, ct config.Target) []doctorCh
 			out = append(out, doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "not-checked",
 				Detail: fmt.Sprintf("%ss in %s cannot be listed: %v", kind.name, ns, err), Fix: "let gatetuner list " + kind.gvr.Resource + " in the namespace"})
 			continue
+		case warn != nil:
+			warn.Detail = kind.name + "s " + warn.Detail
+			out = append(out, *warn)
 		}
-		counts[kind.name] = len(list.Items)
-		for _, m := range list.Items {
-			out = append(out, d.monitorPorts(ctx, kind.name, kind.eps, m)...)
+		counts[kind.name] = len(list)
+		for _, m := range list {
+			out = append(out, d.monitorPorts(ctx, kind.name, kind.eps, m, ns)...)
 		}
 	}
 	if len(out) == 0 {
 		out = append(out, doctorCheck{Name: checkMonitors, Status: statusPass,
-			Detail: fmt.Sprintf("%d PodMonitor(s) and %d ServiceMonitor(s) in %s: every endpoint's port can match a port name", counts["PodMonitor"], counts["ServiceMonitor"], ns)})
+			Detail: fmt.Sprintf("%d PodMonitor(s) and %d ServiceMonitor(s) select %s: every endpoint's port can match a port name", counts["PodMonitor"], counts["ServiceMonitor"], ns)})
 	}
 	return out
+}
+
+// monitorSelects reports whether monitor m selects targets in namespace ns:
+// prometheus-operator's rule (pkg/prometheus/promcfg.go,
+// getNamespacesFromNamespaceSelector): namespaceSelector.any selects every
+// namespace, else matchNames the namespaces named, else the monitor's own.
+func monitorSelects(m unstructured.Unstructured, ns string) bool {
+	if anyNS, _, _ := unstructured.NestedBool(m.Object, "spec", "namespaceSelector", "any"); anyNS {
+		return true
+	}
+	names, _, _ := unstructured.NestedStringSlice(m.Object, "spec", "namespaceSelector", "matchNames")
+	if len(names) == 0 {
+		return m.GetNamespace() == ns
+	}
+	return contains(names, ns)
+}
+
+// monitorsSelecting lists the monitors of one kind that select ns: across
+// the cluster, or, when gatetuner may not list them cluster-wide, those in
+// ns only (warn names what was not read).
+func (d *doctor) monitorsSelecting(ctx context.Context, gvr schema.GroupVersionResource, ns string) ([]unstructured.Unstructured, *doctorCheck, error) {
+	var warn *doctorCheck
+	list, err := d.dyn.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		warn = &doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "not-checked",
+			Detail: fmt.Sprintf("in other namespaces cannot be listed (%v): monitors elsewhere whose namespaceSelector selects %s were not read", err, ns),
+			Fix:    "let gatetuner list " + gvr.Resource + " cluster-wide (a ClusterRole) to check monitors in a monitoring namespace"}
+		list, err = d.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []unstructured.Unstructured
+	for _, m := range list.Items {
+		if monitorSelects(m, ns) {
+			out = append(out, m)
+		}
+	}
+	return out, warn, nil
 }
 
 // monitorPorts checks one monitor's endpoints: a port that is no valid
 // port name (a number) matches nothing; a named port must be a port of
 // some pod (PodMonitor) or Service (ServiceMonitor) it selects.
-func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstructured.Unstructured) []doctorCheck {
+func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstructured.Unstructured, ns string) []doctorCheck {
 	eps, _, _ := unstructured.NestedSlice(m.Object, "spec", field)
 	var out []doctorCheck
 	for i, ep := range eps {
@@ -155,7 +199,7 @@ func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstruc
 				Fix:    "name the port (e.g. ports: [{name: metrics, containerPort: " + port + "}]) and set port: metrics, or use targetPort: " + port + " (deprecated, matched against the port number)"})
 			continue
 		}
-		if c, bad := d.portUnmatched(ctx, kind, where, port, m); bad {
+		if c, bad := d.portUnmatched(ctx, kind, where, port, m, ns); bad {
 			out = append(out, c)
 		}
 	}
@@ -163,9 +207,9 @@ func (d *doctor) monitorPorts(ctx context.Context, kind, field string, m unstruc
 }
 
 // portUnmatched reports a monitor port that no port of the objects it
-// selects in its namespace is named: a PodMonitor's the pods' container
-// ports, a ServiceMonitor's the Services' ports.
-func (d *doctor) portUnmatched(ctx context.Context, kind, where, port string, m unstructured.Unstructured) (doctorCheck, bool) {
+// selects in the target's namespace ns is named: a PodMonitor's the pods'
+// container ports, a ServiceMonitor's the Services' ports.
+func (d *doctor) portUnmatched(ctx context.Context, kind, where, port string, m unstructured.Unstructured, ns string) (doctorCheck, bool) {
 	sel, _, _ := unstructured.NestedMap(m.Object, "spec", "selector")
 	var ls metav1.LabelSelector
 	if err := convertMap(sel, &ls); err != nil {
@@ -175,14 +219,14 @@ func (d *doctor) portUnmatched(ctx context.Context, kind, where, port string, m 
 	if err != nil {
 		return doctorCheck{}, false
 	}
-	objects, n, names, err := d.portNames(ctx, kind, m.GetNamespace(), s.String())
+	objects, n, names, err := d.portNames(ctx, kind, ns, s.String())
 	if err != nil {
 		return doctorCheck{Name: checkMonitors, Status: statusWarn, Reason: "not-checked",
 			Detail: fmt.Sprintf("%s: the %s it selects cannot be listed, so the port name was not checked against them: %v", where, objects, err),
 			Fix:    "let gatetuner list " + objects + " in the namespace"}, true
 	}
 	if n == 0 || contains(names, port) {
-		return doctorCheck{}, false // nothing selected here (namespaceSelector, not running), or matched
+		return doctorCheck{}, false // nothing selected in ns (not running), or matched
 	}
 	var named []string
 	for _, n := range names {

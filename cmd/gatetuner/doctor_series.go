@@ -250,6 +250,16 @@ var estimateFixes = map[estimator.ReasonCode]string{
 	estimator.ReasonPartialPodCoverage:         "some pods lack a required series (the estimate's coverage.missing names them): scrape every pod of the pool",
 	estimator.ReasonNoRequests:                 "no requests in the lookback: the pool is idle",
 	estimator.ReasonNoComputedTokenSource:      "vLLM exports no computed-token counter: use a vLLM of 2026 (docs/estimator.md, Feature detection)",
+	estimator.ReasonPDGateOnDecodeProfile:      "move the prefix-cache-affinity-filter to the prefill profile and set pdGateProfile: prefill",
+	estimator.ReasonPDCachedFromDecode:         "upgrade llm-d's routing sidecar (llm-d-router PR #916 reports the prefill pod's cached tokens)",
+}
+
+// pdSetupFixes are the P/D reasons a setting or a selector fixes: the
+// estimate check fails with them (no other check names them all).
+var pdSetupFixes = map[estimator.ReasonCode]string{
+	estimator.ReasonPDGateProfileUnknown:    "set pdGateProfile: prefill (or decode), the profile whose plugins include the filter in the EPP config (see pd-roles)",
+	estimator.ReasonPDGateProfileMismatch:   "set pdGateProfile to the profile the EPP config puts the filter in (see pd-roles)",
+	estimator.ReasonPDPrefillPodsUnselected: "widen selector.vllm to the prefill pods (llm-d.ai/role: prefill), e.g. pod=~\"<name>-(decode|prefill)-[0-9]+\"",
 }
 
 // estimateCheck: what the estimate concludes, beyond the setup checks.
@@ -263,6 +273,9 @@ func estimateCheck(est *estimator.Estimates) doctorCheck {
 	for _, r := range est.Reasons {
 		if promFailures[r.Code] {
 			return failCheck(checkEstimate, &r, "Prometheus failed a query: check its load and limits (query timeout, max samples)")
+		}
+		if fix, ok := pdSetupFixes[r.Code]; ok {
+			return failCheck(checkEstimate, &r, fix)
 		}
 		if covered[r.Code] {
 			continue

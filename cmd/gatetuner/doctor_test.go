@@ -23,6 +23,7 @@ import (
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/test/simenv"
+	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
 // simulatedPrometheus runs calibration-1970 under an export shape into a
@@ -150,6 +151,76 @@ func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns,
 	}
 }
 
+// pdConfigMap replaces ns's EPP config with a P/D one: llm-d-router's
+// sample disagg-profile-handler setup with the filter in the prefill profile.
+func pdConfigMap(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns string) {
+	t.Helper()
+	base := string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))
+	i := strings.Index(base, "schedulingProfiles:")
+	text := base[:i] + `- type: prefill-filter
+- type: decode-filter
+- type: prefix-cache-scorer
+- type: prefix-based-pd-decider
+  parameters:
+    nonCachedTokens: 16
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: prefix-based-pd-decider
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: ` + sc.EPP.Plugin + `
+  - pluginRef: max-score-picker
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: prefix-cache-scorer
+  - pluginRef: max-score-picker
+`
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "epp-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["config.yaml"] = text
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// daemonRBAC applies the RBAC gatetuner renders for ConfigMap targets in
+// namespaces (ConfigMap epp-config, Deployment epp) to the ServiceAccount
+// gatetuner/gatetuner.
+func daemonRBAC(t *testing.T, env *kubeharness.Env, namespaces ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.CreateNamespace(ctx, "gatetuner"); err != nil {
+		t.Fatal(err)
+	}
+	var targets []sink.Target
+	for _, ns := range namespaces {
+		targets = append(targets, sink.Target{Namespace: ns, ConfigMap: "epp-config", Deployment: "epp"})
+	}
+	rbac, err := sink.RenderRBAC(sink.RBACConfig{Targets: sink.RBACTargets(targets...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ApplyManifests(ctx, rbac); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// findCheck returns the named check, or nil.
+func findCheck(cs []doctorCheck, name string) *doctorCheck {
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
 // doctorConfig is a daemon config with one ConfigMap target; extra lines
 // are appended to the target.
 func doctorConfig(t *testing.T, promURL, kubeconfig, ns, vllmSel, eppSel, extra string) string {
@@ -203,6 +274,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	dp := sc.Clone()
 	dp.Pods.Count /= 2 // two ranks per pod: as many engines, as saturated
 	dpRanks, atDP := simulatedPrometheus(t, dp, fleetsim.ShapeLLMD2026+",dpRanks=2")
+	pd, atPD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",prefillPods=2")
+	pdSel := `namespace="llm-d",pod=~"` + sc.Pods.NamePrefix + `-[0-9]+|` + sc.PrefillNamePrefix() + `-[0-9]+"`
 	env := kubeharness.Start(t)
 	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {
 		t.Fatal(err)
@@ -212,6 +285,8 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	eppNamespace(t, env, sc, "pool-port", image, "metrics", "8000", "http-metrics", "9090")
 	eppNamespace(t, env, sc, "pool-named", image, "http", "metrics", "metrics", "http-metrics")
 	eppNamespace(t, env, sc, "pool-pd", image, "metrics", "metrics", "http-metrics", "http-metrics")
+	pdConfigMap(t, env, sc, "pool-pd")
+	daemonRBAC(t, env, "pool-a", "pool-port", "pool-named", "pool-pd")
 	for _, name := range []string{"vllm-prefill-1", "vllm-prefill-0"} { // beside the decode pod: a P/D pool
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "pool-pd", Labels: map[string]string{"llm-d.ai/role": "prefill"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest",
@@ -242,9 +317,26 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
 			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"},
 			"pd-roles": {statusPass, "", "not disaggregated (no pool of both prefill-only and decode-only pods) in pool-a; roles decode: vllm-decode-0"}}},
-		{"a P/D pool (prefill-only and decode-only pods) is named with its pods, and warns that it is not modelled",
+		{"a P/D pool (prefill-only and decode-only pods, a disagg-profile-handler) without pdGateProfile warns naming its pods and the profile to set",
 			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, ""), at, 0, map[string]want{
-				"pd-roles": {statusWarn, "pd-pool-not-modelled", "a P/D pool in pool-pd (roles decode: vllm-decode-0; prefill: vllm-prefill-0, vllm-prefill-1)"}}},
+				"pd-roles": {statusWarn, "pd-gate-profile-unset", "a P/D pool (roles decode: vllm-decode-0; prefill: vllm-prefill-0, vllm-prefill-1; the EPP config's disagg-profile-handler); the filter is in the prefill profile"}}},
+		{"a P/D pool whose pdGateProfile names the filter's profile passes",
+			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, "  pdGateProfile: prefill\n"), at, 0, map[string]want{
+				"pd-roles": {statusPass, "", "pdGateProfile says so"}}},
+		{"a P/D pool whose pdGateProfile contradicts the EPP config fails",
+			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, "  pdGateProfile: decode\n"), at, 1, map[string]want{
+				"pd-roles": {statusFail, "pd-gate-profile-mismatch", "the target's pdGateProfile is decode but the EPP config puts the filter in the prefill profile"}}},
+		{"a P/D pool's metrics with a vLLM selector missing the prefill pods fail the estimate naming them",
+			doctorConfig(t, pd, kc, "pool-pd", vllm, epp, "  pdGateProfile: prefill\n"), atPD, 1, map[string]want{
+				"estimate": {statusFail, "pd-prefill-pods-unselected", sc.PrefillNamePrefix() + "-0-rank-0"},
+				"pd-roles": {statusPass, "", "the EPP disaggregated"}}},
+		{"a P/D pool's metrics without pdGateProfile fail the estimate when the metrics cannot tell the profile",
+			doctorConfig(t, pd, kc, "pool-pd", pdSel, epp, ""), atPD, 1, map[string]want{
+				"estimate": {statusFail, "pd-gate-profile-unknown", "set the target's pdGateProfile"},
+				"pd-roles": {statusWarn, "pd-gate-profile-unset", "sets no pdGateProfile"}}},
+		{"the daemon's ServiceAccount holding the rendered RBAC passes",
+			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
+				"rbac": {statusPass, "", "ServiceAccount gatetuner/gatetuner may do all 7 things the daemon does"}}},
 		{"data parallelism across ports is inferred and joins (two rank endpoints per pod, only port 8000 scraped)",
 			doctorConfig(t, dpRanks, kc, "pool-a", vllm, epp, ""), atDP, 0, map[string]want{
 				"endpoint-join": {statusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},
@@ -320,6 +412,64 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a ServiceAccount without the RBAC fails the rbac check naming what it may not do", func(t *testing.T) {
+		code, out, _ := gt(t, "", "doctor", "--config", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "--at", at.UTC().Format(time.RFC3339),
+			"--service-account", "elsewhere/nobody", "-o", "json")
+		var rep doctorReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
+			t.Fatalf("exit %d, %v\n%s", code, err, out)
+		}
+		c := findCheck(rep.Checks, "rbac")
+		if c == nil || c.Status != statusFail || c.Reason != "rbac-denied" ||
+			!strings.Contains(c.Detail, "ServiceAccount elsewhere/nobody may not: get configmaps epp-config in pool-a (read and write the EPP config)") ||
+			!strings.Contains(c.Detail, "create events.events.k8s.io in pool-a") {
+			t.Fatalf("rbac check %+v", c)
+		}
+	})
+	t.Run("monitors in another namespace are read when their namespaceSelector selects the target's", func(t *testing.T) {
+		ctx := context.Background()
+		if err := env.CreateNamespace(ctx, "monitoring"); err != nil {
+			t.Fatal(err)
+		}
+		remote := `apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: vllm-remote, namespace: monitoring}
+spec:
+  namespaceSelector: {matchNames: [pool-a]}
+  selector: {matchLabels: {llm-d.ai/role: decode}}
+  podMetricsEndpoints:
+  - port: "8000"
+---
+apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: vllm-any, namespace: monitoring}
+spec:
+  namespaceSelector: {any: true}
+  selector: {matchLabels: {llm-d.ai/role: prefill}}
+  podMetricsEndpoints:
+  - port: prefill-metrics
+`
+		if err := env.ApplyManifests(ctx, []byte(remote)); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ ns, reason, detail string }{
+			{"pool-a", "monitor-port-number", `PodMonitor monitoring/vllm-remote podMetricsEndpoints[0].port "8000" is no port name`},
+			{"pool-pd", "monitor-port-unmatched", `PodMonitor monitoring/vllm-any podMetricsEndpoints[0].port "prefill-metrics": none of the 2 pods it selects has a port named "prefill-metrics" (their port names: metrics)`},
+		} {
+			_, out, _ := gt(t, "", "doctor", "--config", doctorConfig(t, healthy, kc, tc.ns, vllm, epp, ""), "--at", at.UTC().Format(time.RFC3339), "-o", "json")
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, c := range rep.Targets[0].Checks {
+				found = found || c.Name == "monitors" && c.Status == statusWarn && c.Reason == tc.reason && strings.Contains(c.Detail, tc.detail)
+			}
+			if !found {
+				t.Errorf("%s: no monitors warning %s %q in\n%s", tc.ns, tc.reason, tc.detail, out)
+			}
+		}
+	})
 	t.Run("the text output is a table with the fix under a failed check", func(t *testing.T) {
 		mismatch := doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n")
 		code, out, _ := gt(t, "", "doctor", "--config", mismatch, "--at", at.UTC().Format(time.RFC3339))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,6 +42,7 @@ type estimateOpts struct {
 	seed                                                   uint64
 	legacyVLLM                                             bool
 	exporters                                              string
+	pdGateProfile                                          string
 	scrape, scrapeEPP                                      []string
 	scrapeDuration, scrapeInterval                         time.Duration
 }
@@ -82,6 +84,7 @@ usage or configuration error, 3 the drain rate is inconclusive (reasons printed)
 	f.IntVar(&o.maxSeqs, "max-num-seqs", 0, "vLLM --max-num-seqs (enables the running-set condition of the saturation rule)")
 	f.Float64Var(&o.minPodCoverage, "min-pod-coverage", estimator.DefaultMinPodCoverage, "share of expected pods that must have every required series")
 	f.Float64Var(&o.priorPPT, "prior-ppt", 0, "prior drain rate (tok/s) reported, labelled, until live evidence suffices")
+	f.StringVar(&o.pdGateProfile, "pd-gate-profile", "", "a P/D pool: the scheduling profile (prefill or decode) whose plugins include the gate (default: told from the metrics when they can; with --scenario, the shape's)")
 	f.StringVar(&o.calibrationFile, "calibration-file", "", "llm-d calibration record used as the prior; exclusive with --prior-ppt")
 	f.StringVar(&o.calibrationFingerprint, "calibration-fingerprint", "", "deployment fingerprint the calibration record must carry")
 	f.StringVar(&o.bearerTokenFile, "bearer-token-file", "", "file holding a bearer token (re-read when it changes)")
@@ -151,7 +154,7 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 	if o.minPodCoverage <= 0 || o.minPodCoverage > 1 {
 		return nil, usageErr("--min-pod-coverage must be in (0,1], got %v", o.minPodCoverage)
 	}
-	t := estimator.Target{Name: o.target, MaxNumBatchedTokens: o.maxBatched, MaxNumSeqs: o.maxSeqs}
+	t := estimator.Target{Name: o.target, MaxNumBatchedTokens: o.maxBatched, MaxNumSeqs: o.maxSeqs, PDGateProfile: o.pdGateProfile}
 	ns, podRe, vsel, esel := o.namespace, o.podRegex, o.vllmSelector, o.eppSelector
 	if o.scenario != "" {
 		sc, err := o.trace.load(o.scenario)
@@ -174,6 +177,13 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 		}
 		if podRe == "" && vsel == "" {
 			podRe = sc.Pods.NamePrefix + "-[0-9]+"
+			if x := sc.Exporters; x != nil && x.PrefillPods > 0 {
+				// A P/D pool: the decode and the prefill pods.
+				podRe = "(" + regexp.QuoteMeta(sc.Pods.NamePrefix) + "|" + regexp.QuoteMeta(sc.PrefillNamePrefix()) + ")-[0-9]+"
+				if t.PDGateProfile == "" {
+					t.PDGateProfile = x.PDGateProfile
+				}
+			}
 		}
 		if esel == "" {
 			esel = fmt.Sprintf("pod=%q", sc.EPP.Pod)
@@ -515,5 +525,12 @@ func writeShapeText(p func(string, ...any), sh estimator.Shape) {
 			line += fmt.Sprintf("; without in-flight %q", j.RightUnmatched)
 		}
 		p("join:\t%s", line)
+	}
+	if pd := sh.PD; pd != nil {
+		p("P/D:\t%s; decode pods %v, prefill pods %v; gate in the %s profile (from %s)",
+			strings.Join(pd.Evidence, "; "), pd.DecodePods, pd.PrefillPods, or(pd.GateProfile, "unknown"), or(pd.GateProfileSource, "nothing"))
+	}
+	for _, d := range sh.Departed {
+		p("departed:\t%s (pod %s, last vLLM sample %s): left out of later snapshots", d.Endpoint, d.Pod, d.LastSeen.UTC().Format(time.RFC3339))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
@@ -214,11 +215,12 @@ func simPolicy(sc *fleetsim.Scenario) config.Policy {
 	} else {
 		p.WindowWidth = sc.Duration()
 	}
-	// Scale the day-long guards.
+	// Scale the day-long guards; the restart warm-up is the simulated EPP's
+	// measured one (the simulated EPP relearns in real simulated time).
 	scale := float64(sc.Duration()) / float64(24*time.Hour)
 	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
 	p.BudgetWindow = sc.Duration()
-	p.RestartWarmup = time.Duration(float64(p.RestartWarmup) * scale)
+	p.RestartWarmup = dayloop.SimRestartWarmup
 	bs := sc.EPP.PrefixIndex.BlockSizeTokens
 	p.BlockSizeTokens = &bs
 	return p

@@ -80,10 +80,12 @@ func readForm(t *testing.T, name string) []byte {
 
 // TestPatchAppliesFromRepositoryRoot: -o patch names files relative to the
 // root of their Git work tree, and git apply takes the patch there, for a
-// file target and for --patch-file, in every form.
+// file target and for --patch-file, in every form (a double-quoted ConfigMap
+// value, folded as kubectl writes it or on one line as Helm does, included).
 func TestPatchAppliesFromRepositoryRoot(t *testing.T) {
 	set := map[gate.Key]eppconfig.Value{gate.KeyMaxTTFTPenaltyMs: eppconfig.Number(4092)}
-	for _, form := range []string{"helm-values-router.yaml", "flux-helmrelease.yaml", "argocd-application-values.yaml", "list-configmaps.yaml"} {
+	for _, form := range []string{"helm-values-router.yaml", "flux-helmrelease.yaml", "argocd-application-values.yaml", "list-configmaps.yaml",
+		"configmap-kubectl-folded.yaml", "configmap-double-quoted.yaml"} {
 		t.Run(form, func(t *testing.T) {
 			text := readForm(t, form)
 			root, path := gitRepo(t, "deploy/llm-d/"+form, text)

@@ -44,7 +44,7 @@ type rollbackOpts struct {
 func newRollbackCmd(a *app) *cobra.Command {
 	o := &rollbackOpts{}
 	cmd := &cobra.Command{
-		Use:   "rollback --target T (--file PATH | --namespace NS --configmap CM --key KEY) [--to N]",
+		Use:   "rollback --target T (--file PATH | --namespace NS --configmap CM [--key KEY]) [--to N]",
 		Short: "Restore a target's earlier gate settings from its apply history",
 		Long: `rollback restores the owned values (maxTTFTPenaltyMs, peakPrefillThroughput, penaltyMode)
 that a history entry replaced: entry N with --to N, by default the last apply. It writes
@@ -53,7 +53,9 @@ Event on the ConfigMap, and in rollout mode a restart of the EPP Deployment, awa
 A failure hold left by an automatic rollback does not block it; a pause does.
 
 The history lives in the ConfigMap's gatetuner.dev/history annotation (or, for --file,
-in PATH.gatetuner.json). --dry-run prints the diff only.
+in PATH.gatetuner.json). --dry-run prints the diff only. Without --key the ConfigMap's
+data key is the one whose EPP config holds the plugin, as for a daemon target (none or
+several is a usage error naming the keys).
 
 Exit codes (docs/cli.md): 0 restored, or nothing to restore; 1 a failed write or
 rollout; 2 a usage error, or a config or ConfigMap that is missing or malformed;
@@ -91,7 +93,7 @@ rollout; 2 a usage error, or a config or ConfigMap that is missing or malformed;
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the EPP ConfigMap and Deployment (default: the kubeconfig context's)")
 	f.StringVar(&o.configMap, "configmap", "", "EPP ConfigMap name")
-	f.StringVar(&o.key, "key", "", "ConfigMap data key holding the EPP config (e.g. default-plugins.yaml)")
+	f.StringVar(&o.key, "key", "", "ConfigMap data key holding the EPP config (e.g. default-plugins.yaml; default: the one data key whose config holds the plugin)")
 	f.StringArrayVar(&o.plugins, "plugin", nil, "prefix-cache-affinity-filter instance name; repeat for several (default: the only instance)")
 	f.StringVar(&o.deployment, "deployment", "", "EPP Deployment (required with --mode rollout)")
 	f.StringVar(&o.profile, "profile", gate.DefaultProfileName, "EPP build profile ("+strings.Join(gate.ProfileNames(), ", ")+")")
@@ -129,8 +131,8 @@ func (o *rollbackOpts) sinkTarget() (sink.Target, error) {
 	if o.stateFile != "" {
 		return sink.Target{}, errors.New("--state-file goes with --file")
 	}
-	if o.configMap == "" || o.key == "" {
-		return sink.Target{}, errors.New("name the target's config: --configmap and --key, or --file")
+	if o.configMap == "" {
+		return sink.Target{}, errors.New("name the target's config: --configmap (and --key when several data keys hold the plugin), or --file")
 	}
 	mode, err := sink.ParseMode(o.mode)
 	if err != nil {

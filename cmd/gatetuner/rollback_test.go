@@ -170,6 +170,49 @@ func TestRollbackCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("without --key the data key holding the plugin is used; several holding it exit 2 naming them", func(t *testing.T) {
+		ns := "rollback-nokey"
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		orig, err := c.CoreV1().ConfigMaps(ns).Create(ctx, sampleCM(t, ns), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sink.New(sink.Target{Name: "qwen", Namespace: ns, ConfigMap: rbCM, Key: rbKey, Profile: prof}, sink.Options{Client: c, Identity: "daemon"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := s.Apply(ctx, snap, []eppconfig.Change{maxChange(5000)}, sink.Meta{Reason: "test"}); err != nil || res.Outcome != sink.OutcomeApplied {
+			t.Fatalf("apply: %+v %v", res, err)
+		}
+		base := []string{"--target", "qwen", "--kubeconfig", env.Kubeconfig(), "--namespace", ns, "--configmap", rbCM}
+		code, out, errOut := runRollbackCLI(t, base...)
+		if code != 0 || !strings.Contains(out, "written as history entry 2") {
+			t.Fatalf("rollback without --key: exit %d\n%s\n%s", code, out, errOut)
+		}
+		cm, _ := c.CoreV1().ConfigMaps(ns).Get(ctx, rbCM, metav1.GetOptions{})
+		if cm.Data[rbKey] != orig.Data[rbKey] {
+			t.Fatalf("not restored under %s", rbKey)
+		}
+		cm.Data["copy.yaml"] = cm.Data[rbKey] // a second key holding the plugin
+		written, err := c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut = runRollbackCLI(t, base...)
+		if code != 2 || !strings.Contains(errOut, "copy.yaml") || !strings.Contains(errOut, rbKey) {
+			t.Fatalf("two keys holding the plugin: exit %d, want 2 naming both keys\n%s\n%s", code, out, errOut)
+		}
+		if after, _ := c.CoreV1().ConfigMaps(ns).Get(ctx, rbCM, metav1.GetOptions{}); after.ResourceVersion != written.ResourceVersion {
+			t.Fatal("a refused rollback wrote")
+		}
+	})
+
 	t.Run("usage errors exit 2", func(t *testing.T) {
 		for name, args := range map[string][]string{
 			"no target":        {"--configmap", rbCM, "--key", rbKey},

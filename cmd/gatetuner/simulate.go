@@ -47,11 +47,14 @@ a seed. Batch mode writes OpenMetrics with timestamps (--metrics, for promtool
 backfill), gate records (--records) and ground truth (--truth), and prints per-phase
 outcomes. --epp-config replays the scenario with that config's gate settings.
 
---live serves /metrics in real time (scenarios compressed in content with
---time-scale) and takes its settings from --epp-config, or from a ConfigMap through
-the Kubernetes API while playing the EPP Deployment's pods (a pod-template change
-restarts the simulated EPP, and the Deployment's status is updated as its controller
-would).`,
+--live serves /metrics in real time and takes its settings from --epp-config, or
+from a ConfigMap through the Kubernetes API while playing the EPP Deployment's pods (a
+pod-template change restarts the simulated EPP, and the Deployment's status is updated
+as its controller would). --time-scale compresses the scenario in content, not in
+clock: phases, diurnal periods and a trace envelope's hours are that many times
+shorter, while request rates, think times, a trace's gaps and the engines run at real
+speed (a live Prometheus stamps samples at scrape time). A trace (--trace, or a trace
+scenario) keeps its own rate: --trace-scale or --trace-utilization set it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd.Context(), a, &o) },
 	}
@@ -72,7 +75,7 @@ would).`,
 		strings.Join(fleetsim.ExportShapeNames(), ", ")+"; default "+fleetsim.DefaultExportShape+"; fields as in the scenario's exporters:)")
 	f.BoolVar(&o.live, "live", false, "run in real time, serving /metrics")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9400", "with --live: serve /metrics here")
-	f.Float64Var(&o.timeScale, "time-scale", 1, "with --live: divide phase durations by this")
+	f.Float64Var(&o.timeScale, "time-scale", 1, "with --live: divide phase durations (and diurnal periods, a trace envelope's hours) by this; rates and a trace's gaps are unchanged")
 	f.DurationVar(&o.duration, "duration", 0, "with --live: stop after this long (default: the compressed scenario's length)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "with --live: read settings from a ConfigMap through this kubeconfig")
 	f.StringVar(&o.namespace, "namespace", "", "with --live: the EPP ConfigMap's and Deployment's namespace")
@@ -257,10 +260,31 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 		}()
 	}
 	fmt.Fprintf(a.stdout, "serving %s's metrics at http://%s/metrics for %s\n", sc.Name, ln.Addr(), dur)
+	if tt := live.Truth().Trace; tt != nil {
+		writeLiveTraceText(a.stdout, sc, tt, o.timeScale)
+	}
 	err = live.Run(ctx, time.Second)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	writeTruthText(a.stdout, sc, live.Truth())
+	tr := live.Truth()
+	writeTruthText(a.stdout, sc, tr)
+	writeTraceText(a.stdout, tr)
 	return nil
+}
+
+// writeLiveTraceText says how a live run shapes its trace: the trace keeps
+// its own rate, --time-scale compresses the phases and the envelope's hours.
+func writeLiveTraceText(w io.Writer, sc *fleetsim.Scenario, tt *fleetsim.TraceTruth, timeScale float64) {
+	if timeScale <= 0 {
+		timeScale = 1
+	}
+	fmt.Fprintf(w, "trace %s at scale %.4g: its own rate (--trace-scale or --trace-utilization set it)", tt.File, tt.Scale)
+	if timeScale != 1 {
+		fmt.Fprintf(w, "; phases %g× shorter", timeScale)
+		if len(sc.Trace.Envelope) > 0 {
+			fmt.Fprintf(w, ", an envelope hour lasts %s", time.Duration(float64(sc.Trace.HourLength())/timeScale).Round(time.Millisecond))
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -1,6 +1,9 @@
 package fleetsim
 
-import "container/heap"
+import (
+	"container/heap"
+	"math"
+)
 
 // request is one request's life in the EPP and in an engine.
 type request struct {
@@ -43,6 +46,25 @@ type request struct {
 	finishStep   int64
 	growKey      int32
 	heapIdx      int32
+
+	// vArr is when the request reached its vLLM engine (the arrival, or
+	// for a disaggregated request's decode leg, when its prefill ended).
+	vArr int64
+	// P/D (nil/false without disaggregation): peer is a disaggregated
+	// request's prefill leg, and the leg's peer the request (its decode
+	// leg); isLeg marks the prefill leg (one output token, its KV held until
+	// the decode leg pulled it).
+	peer  *request
+	isLeg bool
+	// remote: the decode leg loads the prompt's KV from the prefill pod on
+	// admission; loaded once it has; ext counts the tokens transferred.
+	remote, loaded bool
+	ext            int32
+	// pfEp is the prefill endpoint the EPP charged (pfHeld while charged).
+	pfEp      int32
+	pfTokens  int64
+	pfHeld    bool
+	pfReqHeld bool
 }
 
 // engineCfg is an EngineSpec in the units the step loop uses.
@@ -167,6 +189,10 @@ func (q *reqDeque) popFront() *request {
 type engineHooks interface {
 	firstToken(p *pod, r *request, now int64)
 	finished(p *pod, r *request, now int64)
+	// kvRequested: a decode leg was admitted and its KV transfer starts.
+	kvRequested(p *pod, r *request, now int64)
+	// aborted: the engine died with the request on it.
+	aborted(p *pod, r *request, now int64)
 }
 
 // pod is one vLLM engine: a waiting queue, a running set, chunked prefill
@@ -206,11 +232,18 @@ type pod struct {
 	busyNs   float64
 	decodeNs float64
 
+	// deferred counts decode legs waiting for their KV (P/D); sending the
+	// finished prefill legs whose KV a decode pod has not pulled yet.
+	deferred int32
+	sending  int32
+	// up: the engine runs (false after it departed, until it rejoins).
+	up bool
+
 	m podMetrics
 }
 
 func newPod(idx int, cfg engineCfg, tree *nodeTree, cache *blockCache, hooks engineHooks, maxModelLen int) *pod {
-	p := &pod{idx: int32(idx), cfg: cfg, tree: tree, cache: cache, hooks: hooks, growCnt: make([]int32, cfg.bs), grownFor: -1}
+	p := &pod{idx: int32(idx), cfg: cfg, tree: tree, cache: cache, hooks: hooks, growCnt: make([]int32, cfg.bs), grownFor: -1, up: true}
 	p.m.init(maxModelLen)
 	return p
 }
@@ -384,6 +417,18 @@ func (p *pod) schedule(now int64) {
 	}
 	for budget > 0 && p.nRunning < p.cfg.maxSeqs && p.waiting.len() > 0 {
 		r := p.waiting.front()
+		if r.remote {
+			c, ok := p.admitRemote(r, now)
+			if !ok {
+				break
+			}
+			if c > 0 {
+				chunks = append(chunks, r)
+				budget -= c
+				prefill += c
+			}
+			continue
+		}
 		r.cachedBlocks = p.matchAndPin(r)
 		r.privBlocks = 0
 		r.computed = r.cachedBlocks * bs
@@ -428,6 +473,79 @@ func (p *pod) schedule(now int64) {
 	p.busy = true
 	p.stepStart, p.stepEnd = now, now+d
 	p.stepPrefill, p.stepDecode = prefill, p.nDecode
+}
+
+// admitRemote admits a disaggregated request's decode leg at the head of
+// the waiting queue, as vLLM does with a KV connector: the first time it
+// looks the prompt up in the local prefix cache, allocates blocks for the
+// whole prompt and defers the request while the rest of its KV is pulled
+// from the prefill pod (WAITING_FOR_REMOTE_KVS); once loaded (all but the
+// last token, which vLLM recomputes) it runs, computing that one token.
+// It returns the tokens scheduled this step and false when the blocks
+// could not be allocated (the request stays at the head).
+func (p *pod) admitRemote(r *request, now int64) (int32, bool) {
+	bs := p.cfg.bs
+	if !r.loaded {
+		r.cachedBlocks = p.matchAndPin(r)
+		r.privBlocks = 0
+		r.computed = r.cachedBlocks * bs
+		need := p.blocksFor(r, r.effPrompt)
+		if !p.reserve(need) {
+			if p.cfg.pcCount == pcEveryAttempt {
+				p.m.pcQueries += int64(r.effPrompt)
+				p.m.pcHits += int64(r.cachedBlocks * bs)
+			}
+			p.unpinPath(r)
+			r.cachedBlocks = 0
+			return 0, false
+		}
+		p.waiting.popFront()
+		r.privBlocks = int32(need)
+		p.m.pcQueries += int64(r.effPrompt)
+		p.m.pcHits += int64(r.cachedBlocks * bs)
+		r.ext = r.effPrompt - r.cachedBlocks*bs
+		p.deferred++
+		p.hooks.kvRequested(p, r, now)
+		return 0, true
+	}
+	c := r.effPrompt - r.computed
+	need := p.blocksFor(r, r.effPrompt)
+	if !p.reserve(need) {
+		return 0, false
+	}
+	p.waiting.popFront()
+	r.privBlocks += int32(need)
+	r.remote = false
+	if r.firstSched < 0 {
+		r.firstSched = now
+		r.firstCached = r.computed
+	}
+	p.runAppend(r)
+	p.prefilling = append(p.prefilling, r)
+	r.chunk = c
+	return c, true
+}
+
+// kvLoaded moves a decode leg whose KV arrived back to the head of the
+// waiting queue with every prompt token but the last computed.
+func (p *pod) kvLoaded(r *request, now int64) {
+	p.deferred--
+	r.loaded = true
+	r.computed = r.effPrompt - 1
+	p.waiting.pushFront(r)
+	if !p.busy {
+		p.schedule(now)
+	}
+}
+
+// kvSent frees a finished prefill leg's KV once the decode pod pulled it
+// (vLLM delays freeing a do_remote_decode request's blocks until then).
+func (p *pod) kvSent(r *request, now int64) {
+	p.sending--
+	p.releaseKV(r)
+	if !p.busy {
+		p.schedule(now)
+	}
 }
 
 // preempt sends a running request back to the front of the waiting queue,
@@ -556,10 +674,21 @@ func (p *pod) prefillDone(r *request, now int64) {
 		computed := r.prompt - r.firstCached
 		p.m.promptTokens += int64(r.prompt)
 		p.m.localCompute += int64(computed)
-		p.m.localCacheHit += int64(r.firstCached)
+		if r.ext > 0 {
+			// vLLM's PromptTokenStats: the last token, cached by transfer
+			// but recomputed, counts as a local cache hit too.
+			recomputed := int32(0)
+			if r.firstCached+1 == r.prompt {
+				recomputed = 1
+			}
+			p.m.localCacheHit += int64(r.firstCached + recomputed - r.ext)
+			p.m.extTransfer += int64(r.ext)
+		} else {
+			p.m.localCacheHit += int64(r.firstCached)
+		}
 		p.m.cachedTokens += int64(r.firstCached)
 		r.firstToken = now
-		p.m.ttft.observe(float64(now-r.arrival) / 1e9)
+		p.m.ttft.observe(float64(now-r.vArr) / 1e9)
 		p.hooks.firstToken(p, r, now)
 	}
 	r.recompute = false
@@ -580,39 +709,51 @@ func (p *pod) prefillDone(r *request, now int64) {
 	heap.Push(&p.decoders, r)
 }
 
-// finish releases a request that produced its last token at now.
+// finish releases a request that produced its last token at now. A
+// prefill leg keeps its KV until the decode pod has pulled it (kvSent).
 func (p *pod) finish(r *request, now int64) {
-	bs := p.cfg.bs
 	if r.decoding {
 		p.growCnt[r.growKey]--
 		p.nDecode--
 		r.decoding = false
 	}
-	p.private -= p.decodePrivate(r, r.output)
-	// The output's full blocks join the cache as the least recent of the
-	// request's blocks, then the prompt's from the tail to the root (vLLM
-	// frees blocks in reverse so the tail is evicted first).
-	if nb := p.tree.blocks(r.out, bs); nb > 0 {
-		e := p.cache.find(p.idx, r.out)
-		if e < 0 {
-			e = p.cache.create(p.idx, r.out)
-			p.cache.entries[e].blocks = nb
-			p.cache.pushMRU(e)
-		}
+	if r.isLeg {
+		p.sending++
+	} else {
+		p.releaseKV(r)
 	}
-	p.unpinPath(r)
 	p.runRemove(r)
 	m := &p.m
 	m.success++
 	m.promptTokensH.observe(float64(r.prompt))
 	m.kvComputedH.observe(float64(r.prompt - r.firstCached))
 	m.genTokensH.observe(float64(r.output))
-	m.queueH.observe(float64(r.firstSched-r.arrival) / 1e9)
+	m.queueH.observe(float64(r.firstSched-r.vArr) / 1e9)
 	m.prefillH.observe(float64(r.firstToken-r.firstSched) / 1e9)
 	m.decodeH.observe(float64(now-r.firstToken) / 1e9)
 	m.inferenceH.observe(float64(now-r.firstSched) / 1e9)
-	m.e2eH.observe(float64(now-r.arrival) / 1e9)
+	m.e2eH.observe(float64(now-r.vArr) / 1e9)
 	p.hooks.finished(p, r, now)
+}
+
+// releaseKV frees a finished request's blocks: the output's full blocks
+// join the cache as the least recent of the request's blocks, then the
+// prompt's from the tail to the root (vLLM frees blocks in reverse so the
+// tail is evicted first).
+func (p *pod) releaseKV(r *request) {
+	bs := p.cfg.bs
+	p.private -= p.decodePrivate(r, r.output)
+	if r.out >= 0 {
+		if nb := p.tree.blocks(r.out, bs); nb > 0 {
+			e := p.cache.find(p.idx, r.out)
+			if e < 0 {
+				e = p.cache.create(p.idx, r.out)
+				p.cache.entries[e].blocks = nb
+				p.cache.pushMRU(e)
+			}
+		}
+	}
+	p.unpinPath(r)
 }
 
 // progress returns the engine's cumulative prefill work, busy time and
@@ -629,4 +770,45 @@ func (p *pod) progress(t int64) (work, busy, decode float64) {
 		decode += f * float64(p.stepDecode) * p.cfg.decodeNs
 	}
 	return work, busy, decode
+}
+
+// abortAll kills the engine: every waiting and running request is dropped
+// (its client sees an error), its KV freed and the prefix cache emptied.
+func (p *pod) abortAll(now int64) {
+	var rs []*request
+	for p.waiting.len() > 0 {
+		rs = append(rs, p.waiting.popFront())
+	}
+	for r := p.runHead; r != nil; {
+		next := r.next
+		r.prev, r.next, r.running, r.decoding = nil, nil, false, false
+		rs = append(rs, r)
+		r = next
+	}
+	for _, r := range rs {
+		p.unpinPath(r)
+		r.heapIdx = -1
+	}
+	p.runHead, p.runTail, p.nRunning = nil, nil, 0
+	p.prefilling = p.prefilling[:0]
+	p.decoders = p.decoders[:0]
+	for i := range p.growCnt {
+		p.growCnt[i] = 0
+	}
+	for i := range p.stepChunks {
+		p.stepChunks[i] = nil
+	}
+	p.stepChunks = p.stepChunks[:0]
+	p.nDecode, p.private, p.grownFor, p.busy = 0, 0, -1, false
+	p.cache.evictLRU(p.idx, math.MaxInt64)
+	for _, r := range rs {
+		p.hooks.aborted(p, r, now)
+	}
+}
+
+// restart brings a dead engine back as a new process: counters from zero.
+func (p *pod) restart(maxModelLen int) {
+	p.m = podMetrics{}
+	p.m.init(maxModelLen)
+	p.up = true
 }

@@ -30,6 +30,13 @@ type epp struct {
 	epoch  uint32
 
 	reps []eppReplica
+	// pd is the P/D routing state (nil without disaggregation).
+	pd *eppPD
+	// active marks the endpoints in the datastore (nil: all, always);
+	// pool and poolEps are the candidates' scratch.
+	active  []bool
+	pool    []int
+	poolEps []gate.Endpoint
 
 	eps     []gate.Endpoint
 	kept    []int
@@ -179,11 +186,22 @@ type decision struct {
 	outcome gate.Outcome
 	chosen  int
 	total   int32
+	// P/D: prefill is the prefill pick (-1: decode only); gated whether the
+	// gate ran, over the endpoints pool (eps their inputs, gateChosen the
+	// pick's index in pool).
+	prefill    int
+	gated      bool
+	pool       []int
+	eps        []gate.Endpoint
+	gateChosen int
 }
 
 // route runs the producers, the gate and the picker for r, charges the
 // chosen pod's in-flight load and records the prompt in the index.
 func (e *epp) route(r *request) decision {
+	if e.active != nil {
+		return e.routeActive(r)
+	}
 	k := e.replica(r.id)
 	rp := &e.reps[k]
 	total, beyond := e.match(rp.index, r.leaf, r.prompt)
@@ -235,11 +253,56 @@ func (e *epp) route(r *request) decision {
 	e.record(rp.index, int32(best), r.leaf)
 	rp.m.decisions[dec.outcome]++
 	rp.m.attempts[best]++
+	rp.m.observeHit(e.matched[best], total, e.bs)
 	return dec
 }
 
-// firstToken releases r's in-flight tokens.
+// routeActive routes r among the endpoints in the datastore (pods come
+// and go); with none, the scheduling attempt fails (chosen -1).
+func (e *epp) routeActive(r *request) decision {
+	k := e.replica(r.id)
+	rp := &e.reps[k]
+	pool := e.pool[:0]
+	for i, a := range e.active {
+		if a {
+			pool = append(pool, i)
+		}
+	}
+	e.pool = pool
+	if len(pool) == 0 {
+		rp.m.schedFail++
+		return decision{chosen: -1, prefill: -1}
+	}
+	total, beyond := e.match(rp.index, r.leaf, r.prompt)
+	tokens, reqs := e.tokens, e.reqs
+	if !e.synced {
+		tokens, reqs = rp.tokens, rp.reqs
+	}
+	dec := decision{total: total, prefill: -1}
+	best := e.gatePick(pool, &dec, rp, tokens, reqs, total)
+	dec.chosen = best
+	charge := int64(total-e.matched[best])*int64(e.bs) + beyond
+	r.eppTokens, r.eppEpoch, r.eppRep = charge, e.epoch, uint8(k)
+	r.eppTokHeld, r.eppReqHeld = true, true
+	r.eppCached = e.matched[best] * e.bs
+	e.tokens[best] += charge
+	e.reqs[best]++
+	if len(e.reps) > 1 {
+		rp.tokens[best] += charge
+		rp.reqs[best]++
+	}
+	rp.seen[best] = true
+	e.record(rp.index, int32(best), r.leaf)
+	rp.m.attempts[best]++
+	rp.m.observeHit(e.matched[best], total, e.bs)
+	return dec
+}
+
+// firstToken releases r's in-flight tokens (and its prefill pick's).
 func (e *epp) firstToken(r *request) {
+	if r.pfHeld {
+		e.firstTokenPD(r)
+	}
 	if r.eppTokHeld && r.eppEpoch == e.epoch {
 		e.tokens[r.ep] -= r.eppTokens
 		if len(e.reps) > 1 {

@@ -47,8 +47,10 @@ func TestParseEPPConfigReadsTheAffinityFilter(t *testing.T) {
 		{"unknown plugin name", twoGates, "nope", router, nil, `no plugin named "nope" (affinity filters: strict-affinity-filter, loose-affinity-filter)`},
 		{"no parameters keeps the defaults", []byte("plugins:\n- type: prefix-cache-affinity-filter\n"), "", router,
 			func(s gate.Settings) bool { return s == DefaultSettings() }, ""},
-		{"newest build semantics", []byte("plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {maxInFlightRequestsDelta: 3}\n"), "",
-			profile(t, gate.ProfileRouterNewest), func(s gate.Settings) bool { return s.Semantics == gate.SemanticsV2 }, ""},
+		// Was router-newest with maxInFlightRequestsDelta, a build that does not exist: the v2 build
+		// is the calibration build at 066c20ea1 (no request gate).
+		{"v2 build semantics", []byte("plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {prefillCalibrationFingerprint: fp}\n"), "",
+			profile(t, gate.ProfileRouterCalibrationV2), func(s gate.Settings) bool { return s.Semantics == gate.SemanticsV2 }, ""},
 		{"a key the build rejects", []byte("plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {penaltyMode: matchedTokens}\n"), "",
 			router, nil, "crash-loop"},
 		{"no filter", []byte("plugins:\n- type: queue-scorer\n"), "", router, nil, "no plugin of type prefix-cache-affinity-filter"},
@@ -106,7 +108,7 @@ func FuzzParseEPPConfig(f *testing.F) {
 	}
 	f.Add([]byte("plugins:\n- type: prefix-cache-affinity-filter\n  parameters: {MaxTTFTPenaltyMs: 1, maxTTFTPenaltyMs: 2}\n"), "")
 	f.Add([]byte("---\n---\nplugins: []\n"), "x")
-	prof := profile(f, gate.ProfileRouterNewest)
+	prof := profile(f, gate.ProfileRouterCalibrationV2) // was router-newest: the v2 build with a threshold in [0, 1]
 	f.Fuzz(func(t *testing.T, data []byte, plugin string) {
 		s, err := ParseEPPConfig(data, plugin, prof)
 		if err != nil {

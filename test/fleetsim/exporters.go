@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Named export shapes (ExportShapeNamed).
@@ -121,7 +122,50 @@ type ExportShape struct {
 	// IterationEveryStep observes vllm:iteration_tokens_total on every
 	// engine step (legacy-sim); real vLLM skips steps without an output.
 	IterationEveryStep bool
+
+	// PrefillPods > 0 disaggregates prefill and decode (docs/exporters.md,
+	// "P/D pools"): that many prefill pods (llm-d.ai/role: prefill) beside
+	// the scenario's pods, which become the decode pods.
+	PrefillPods int
+	// PDNonCachedTokens is the prefix-based P/D decider's nonCachedTokens:
+	// a request is disaggregated when the part of its prompt the decode
+	// endpoint does not hold is at least this long.
+	PDNonCachedTokens int
+	// PDGateProfile is the scheduling profile carrying the tuned
+	// prefix-cache-affinity filter: PDProfilePrefill or PDProfileDecode.
+	PDGateProfile string
+	// PDUsageCached is whose cached tokens a disaggregated response's usage
+	// reports to the EPP: PDProfilePrefill (the routing sidecar rewrites
+	// them to the prefill pod's since llm-d-router PR #916) or
+	// PDProfileDecode (before it: the decode pod's, nearly the whole prompt).
+	PDUsageCached string
+	// KVTransferTokensPerSec is the rate at which a decode pod pulls a
+	// prompt's KV from the prefill pod (after a fixed kvTransferLatency).
+	KVTransferTokensPerSec float64
+
+	// DepartPods pods (the last ones) leave at DepartAt: they crash, their
+	// requests are aborted, the EPP stops routing to them and their vLLM
+	// series end; their in-flight series stay. With RejoinAfter > 0 as many
+	// pods join RejoinAfter later: the same pods restarted (counters from
+	// zero, an empty cache) with RejoinSameName, else new pods.
+	DepartPods     int
+	DepartAt       time.Duration
+	RejoinAfter    time.Duration
+	RejoinSameName bool
 }
+
+// P/D scheduling profiles (llm-d-router's disagg-profile-handler defaults).
+const (
+	PDProfilePrefill = "prefill"
+	PDProfileDecode  = "decode"
+)
+
+// kvTransferLatency is the fixed part of a P/D KV transfer (the simulator's
+// assumption, not an upstream fact).
+const kvTransferLatency = 2 * time.Millisecond
+
+// pd reports whether the shape disaggregates prefill and decode.
+func (x *ExportShape) pd() bool { return x.PrefillPods > 0 }
 
 // ExportShapeNames lists the named shapes.
 func ExportShapeNames() []string {
@@ -136,10 +180,13 @@ func ExportShapeNamed(name string) (ExportShape, error) {
 	llmd := ExportShape{Name: name, VLLM: VLLMLate2026, EPP: EPP010, RankEndpoints: true, LazyInFlight: true,
 		Producers: []string{"inflight-load-producer"}, DPRanks: 1, DPEngines: 1, EPPReplicas: 1, SyncReplicas: true,
 		Scrape: ScrapeOperator, UsageShare: 1}
+	llmd.pdDefaults()
 	switch name {
 	case ShapeLegacySim:
-		return ExportShape{Name: name, VLLM: VLLMSim, EPP: EPPSim, Producers: []string{"inflight-load-producer"},
-			DPRanks: 1, DPEngines: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}, nil
+		x := ExportShape{Name: name, VLLM: VLLMSim, EPP: EPPSim, Producers: []string{"inflight-load-producer"},
+			DPRanks: 1, DPEngines: 1, EPPReplicas: 1, Scrape: ScrapeSim, UsageShare: 1, IterationEveryStep: true}
+		x.pdDefaults()
+		return x, nil
 	case ShapeLLMD2026:
 		return llmd, nil
 	case ShapeLLMDMid2026:
@@ -150,6 +197,14 @@ func ExportShapeNamed(name string) (ExportShape, error) {
 		return llmd, nil
 	}
 	return ExportShape{}, fmt.Errorf("unknown export shape %q (known: %s)", name, strings.Join(ExportShapeNames(), ", "))
+}
+
+// pdDefaults sets the P/D fields' defaults: llm-d-router's sample P/D
+// config (deploy/config/pd-epp-config.yaml: nonCachedTokens 16), the gate
+// in the prefill profile, today's sidecar.
+func (x *ExportShape) pdDefaults() {
+	x.PDNonCachedTokens, x.PDGateProfile, x.PDUsageCached = 16, PDProfilePrefill, PDProfilePrefill
+	x.KVTransferTokensPerSec = 200000
 }
 
 // Validate checks the shape's fields.
@@ -194,14 +249,79 @@ func (x *ExportShape) Validate() error {
 	if !(x.UsageShare >= 0 && x.UsageShare <= 1) || math.IsNaN(x.UsageShare) {
 		return fmt.Errorf("usageShare must be in [0, 1], got %v", x.UsageShare)
 	}
+	if err := x.validatePD(); err != nil {
+		return err
+	}
+	return x.validateLifecycle()
+}
+
+// validatePD checks the P/D fields.
+func (x *ExportShape) validatePD() error {
+	if x.PrefillPods < 0 || x.PrefillPods > 4096 {
+		return fmt.Errorf("prefillPods must be in [0, 4096], got %d", x.PrefillPods)
+	}
+	for _, f := range []struct{ key, v string }{{"pdGateProfile", x.PDGateProfile}, {"pdUsageCached", x.PDUsageCached}} {
+		if f.v != PDProfilePrefill && f.v != PDProfileDecode {
+			return fmt.Errorf("%s must be %s or %s, got %q", f.key, PDProfilePrefill, PDProfileDecode, f.v)
+		}
+	}
+	if x.PDNonCachedTokens < 0 {
+		return fmt.Errorf("pdNonCachedTokens must be >= 0, got %d", x.PDNonCachedTokens)
+	}
+	if !(x.KVTransferTokensPerSec > 0) || math.IsInf(x.KVTransferTokensPerSec, 0) {
+		return fmt.Errorf("kvTransferTokensPerSec must be a positive number, got %v", x.KVTransferTokensPerSec)
+	}
+	if !x.pd() {
+		return nil
+	}
+	switch {
+	case x.VLLM != VLLMMid2026 && x.VLLM != VLLMLate2026:
+		return fmt.Errorf("prefillPods needs vllm %s or %s (prompt_tokens_by_source and num_requests_waiting_by_reason), got %s", VLLMMid2026, VLLMLate2026, x.VLLM)
+	case x.EPP != EPP010:
+		return fmt.Errorf("prefillPods needs epp %s (disaggregation decisions and in-flight gauges), got %s", EPP010, x.EPP)
+	case x.DPRanks > 1 || x.DPEngines > 1:
+		return fmt.Errorf("prefillPods with data parallelism (dpRanks %d, dpEngines %d) is not simulated", x.DPRanks, x.DPEngines)
+	case x.DepartPods > 0:
+		return fmt.Errorf("prefillPods with departPods is not simulated")
+	case x.Scrape == ScrapeSim:
+		return fmt.Errorf("prefillPods needs a real scrape shape (scrape %s)", ScrapeSim)
+	}
+	return nil
+}
+
+// validateLifecycle checks the departure fields.
+func (x *ExportShape) validateLifecycle() error {
+	switch {
+	case x.DepartPods < 0:
+		return fmt.Errorf("departPods must be >= 0, got %d", x.DepartPods)
+	case x.DepartAt < 0 || x.RejoinAfter < 0:
+		return fmt.Errorf("departAt and rejoinAfter must be >= 0, got %v and %v", x.DepartAt, x.RejoinAfter)
+	case x.DepartPods > 0 && x.DepartAt <= 0:
+		return fmt.Errorf("departPods needs departAt > 0")
+	case x.DepartPods == 0 && (x.DepartAt > 0 || x.RejoinAfter > 0 || x.RejoinSameName):
+		return fmt.Errorf("departAt, rejoinAfter and rejoinSameName need departPods > 0")
+	case x.RejoinSameName && x.RejoinAfter <= 0:
+		return fmt.Errorf("rejoinSameName needs rejoinAfter > 0")
+	}
 	return nil
 }
 
 // String renders the shape's fields (stable order), e.g. for a report.
 func (x *ExportShape) String() string {
-	return fmt.Sprintf("%s (vllm %s, epp %s, rank endpoints %t, lazy in-flight %t, producers %s, dp ranks %d, dp engines %d, scrape all ranks %t, epp replicas %d, synced %t, scrape %s, usage share %g)",
+	s := fmt.Sprintf("%s (vllm %s, epp %s, rank endpoints %t, lazy in-flight %t, producers %s, dp ranks %d, dp engines %d, scrape all ranks %t, epp replicas %d, synced %t, scrape %s, usage share %g",
 		x.Name, x.VLLM, x.EPP, x.RankEndpoints, x.LazyInFlight, strings.Join(x.Producers, "+"), x.DPRanks, x.DPEngines, x.ScrapeAllRanks,
 		x.EPPReplicas, x.SyncReplicas, x.Scrape, x.UsageShare)
+	if x.pd() {
+		s += fmt.Sprintf(", prefill pods %d, nonCachedTokens %d, gate in the %s profile, usage cached from %s, KV transfer %g tok/s",
+			x.PrefillPods, x.PDNonCachedTokens, x.PDGateProfile, x.PDUsageCached, x.KVTransferTokensPerSec)
+	}
+	if x.DepartPods > 0 {
+		s += fmt.Sprintf(", %d pods depart at %v", x.DepartPods, x.DepartAt)
+		if x.RejoinAfter > 0 {
+			s += fmt.Sprintf(" and rejoin %v later (same name %t)", x.RejoinAfter, x.RejoinSameName)
+		}
+	}
+	return s + ")"
 }
 
 // exportShape resolves the shape of a run: Options over the scenario over
@@ -222,6 +342,9 @@ func exportShape(sc *Scenario, opt *Options) (ExportShape, error) {
 	x.Producers = append([]string(nil), x.Producers...)
 	if err := x.Validate(); err != nil {
 		return x, fmt.Errorf("scenario %s: exporters: %w", sc.Name, err)
+	}
+	if x.DepartPods > sc.Pods.Count {
+		return x, fmt.Errorf("scenario %s: exporters: departPods %d exceeds the %d pods", sc.Name, x.DepartPods, sc.Pods.Count)
 	}
 	return x, nil
 }
@@ -279,6 +402,34 @@ func (x *ExportShape) SetExportField(key, val string) error {
 		x.UsageShare = v
 	case "iterationEveryStep":
 		return b(&x.IterationEveryStep)
+	case "prefillPods":
+		return n(&x.PrefillPods)
+	case "pdNonCachedTokens":
+		return n(&x.PDNonCachedTokens)
+	case "pdGateProfile":
+		x.PDGateProfile = val
+	case "pdUsageCached":
+		x.PDUsageCached = val
+	case "kvTransferTokensPerSec":
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return fmt.Errorf("kvTransferTokensPerSec must be a number, got %q", val)
+		}
+		x.KVTransferTokensPerSec = v
+	case "departPods":
+		return n(&x.DepartPods)
+	case "departAt", "rejoinAfter":
+		d, err := time.ParseDuration(val)
+		if err != nil {
+			return fmt.Errorf("%s must be a duration, got %q", key, val)
+		}
+		if key == "departAt" {
+			x.DepartAt = d
+		} else {
+			x.RejoinAfter = d
+		}
+	case "rejoinSameName":
+		return b(&x.RejoinSameName)
 	default:
 		return fmt.Errorf("unknown exporters field %q (known: %s)", key, strings.Join(exportFieldNames(), ", "))
 	}
@@ -287,7 +438,8 @@ func (x *ExportShape) SetExportField(key, val string) error {
 
 func exportFieldNames() []string {
 	out := []string{"dpEngines", "dpRanks", "epp", "eppReplicas", "iterationEveryStep", "lazyInFlight", "producers", "rankEndpoints",
-		"scrape", "scrapeAllRanks", "syncReplicas", "usageShare", "vllm"}
+		"scrape", "scrapeAllRanks", "syncReplicas", "usageShare", "vllm", "prefillPods", "pdNonCachedTokens", "pdGateProfile",
+		"pdUsageCached", "kvTransferTokensPerSec", "departPods", "departAt", "rejoinAfter", "rejoinSameName"}
 	sort.Strings(out)
 	return out
 }
@@ -333,7 +485,54 @@ func ParseExportShape(spec string) (ExportShape, error) {
 func (x *ExportShape) engines(sc *Scenario) int { return x.endpoints(sc) * x.DPEngines }
 
 // endpoints is the number of EPP endpoints (pods × ranks).
-func (x *ExportShape) endpoints(sc *Scenario) int { return sc.Pods.Count * x.DPRanks }
+func (x *ExportShape) endpoints(sc *Scenario) int { return x.podCount(sc) * x.DPRanks }
+
+// Pods are indexed: the scenario's pods (the decode pods with P/D), then
+// the pods that join after a departure under new names, then the prefill
+// pods.
+
+// decodePods is the number of pods that are not prefill pods.
+func (x *ExportShape) decodePods(sc *Scenario) int {
+	n := sc.Pods.Count
+	if x.DepartPods > 0 && x.RejoinAfter > 0 && !x.RejoinSameName {
+		n += x.DepartPods
+	}
+	return n
+}
+
+// podCount is the number of pods, prefill pods included.
+func (x *ExportShape) podCount(sc *Scenario) int { return x.decodePods(sc) + x.PrefillPods }
+
+// isPrefill reports whether pod index i is a prefill pod.
+func (x *ExportShape) isPrefill(sc *Scenario, i int) bool { return i >= x.decodePods(sc) }
+
+// podName is pod index i's name: the scenario's name, or a prefill pod's
+// (<prefix>-prefill-<j>, the scenario's "-decode" prefix renamed).
+func (x *ExportShape) podName(sc *Scenario, i int) string {
+	if !x.isPrefill(sc, i) {
+		return sc.PodName(i)
+	}
+	return prefillPrefix(sc) + "-" + strconv.Itoa(i-x.decodePods(sc))
+}
+
+// prefillPrefix is the prefill pods' name prefix.
+func prefillPrefix(sc *Scenario) string {
+	if base, ok := strings.CutSuffix(sc.Pods.NamePrefix, "-decode"); ok {
+		return base + "-prefill"
+	}
+	return sc.Pods.NamePrefix + "-prefill"
+}
+
+// role is pod index i's llm-d.ai/role ("" without P/D).
+func (x *ExportShape) role(sc *Scenario, i int) string {
+	switch {
+	case !x.pd():
+		return ""
+	case x.isPrefill(sc, i):
+		return PDProfilePrefill
+	}
+	return PDProfileDecode
+}
 
 // endpointOf is engine e's EPP endpoint.
 func (x *ExportShape) endpointOf(e int) int { return e / x.DPEngines }
@@ -344,7 +543,7 @@ func (x *ExportShape) rankOf(ep int) int { return ep % x.DPRanks }
 
 // endpointName is endpoint ep's name in the in-flight gauges.
 func (x *ExportShape) endpointName(sc *Scenario, ep int) string {
-	pod := sc.PodName(x.podOf(ep))
+	pod := x.podName(sc, x.podOf(ep))
 	if x.RankEndpoints || x.DPRanks > 1 {
 		return pod + "-rank-" + strconv.Itoa(x.rankOf(ep))
 	}
@@ -355,7 +554,7 @@ func (x *ExportShape) endpointName(sc *Scenario, ep int) string {
 // rank (as before export shapes), else <pod>-rank-<i>.
 func (x *ExportShape) recordName(sc *Scenario, ep int) string {
 	if x.DPRanks == 1 {
-		return sc.PodName(ep)
+		return x.podName(sc, ep)
 	}
 	return x.endpointName(sc, ep)
 }

@@ -26,6 +26,9 @@ var (
 		131072, 262144, 524288, 1048576}
 	eppTTFTBuckets = []float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10,
 		15, 20, 30, 45, 60, 120}
+	// The approximate prefix producer's lookup histograms.
+	hitRatioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}
+	hitBytesBuckets = []float64{0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}
 )
 
 // tokenBuckets is vLLM's 1-2-5 series up to maxModelLen.
@@ -67,6 +70,7 @@ func (h *hist) observeN(v float64, n int64) {
 type podMetrics struct {
 	promptTokens, localCompute, localCacheHit, cachedTokens int64
 	pcQueries, pcHits, genTokens, preemptions, success      int64
+	extTransfer                                             int64
 
 	promptTokensH, kvComputedH, genTokensH      hist
 	ttft, itl                                   hist
@@ -88,11 +92,28 @@ type eppMetrics struct {
 	decisions              [gate.NumOutcomes]int64
 	attempts               []int64
 	inputH, cachedH, ttftH hist
+	// disagg counts P/D decisions: [0] decode-only, [1] prefill-decode.
+	disagg [2]int64
+	// schedFail counts scheduling attempts that found no endpoint.
+	schedFail int64
+	// hitRatio and hitBytes are the approximate prefix producer's lookups
+	// for the primary pick (match over total, matched bytes at 4 per token).
+	hitRatio, hitBytes hist
 }
 
 func (m *eppMetrics) init(pods int) {
 	m.attempts = make([]int64, pods)
 	m.inputH, m.cachedH, m.ttftH = newHist(eppTokenBuckets), newHist(eppTokenBuckets), newHist(eppTTFTBuckets)
+	m.hitRatio, m.hitBytes = newHist(hitRatioBuckets), newHist(hitBytesBuckets)
+}
+
+// observeHit records a prefix-index lookup for the chosen endpoint
+// (llm-d-router approximateprefix/plugin.go, PreRequest: recordPrefixCacheMatch).
+func (m *eppMetrics) observeHit(matched, total, bs int32) {
+	m.hitBytes.observe(float64(matched) * float64(bs) * 4)
+	if total > 0 {
+		m.hitRatio.observe(float64(matched) / float64(total))
+	}
 }
 
 // MetricsOptions shape the exposition.
@@ -151,6 +172,9 @@ func labelSet(kv ...string) string {
 	type pair struct{ k, v string }
 	ps := make([]pair, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			continue // Prometheus stores no label with an empty value
+		}
 		ps = append(ps, pair{kv[i], kv[i+1]})
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].k < ps[j].k })
@@ -243,15 +267,21 @@ func vllmTargetLabels(s *sim, x *ExportShape, i int) string {
 	inst := podIP(pod) + ":" + strconv.Itoa(x.port(ep))
 	switch x.Scrape {
 	case ScrapeOperator:
+		// One PodMonitor per role (llm-d's recipe monitor selects only
+		// role "both"; a P/D deployment needs its own).
+		job := sc.Namespace + "/" + sc.Target + "-decode"
+		if x.isPrefill(sc, pod) {
+			job = sc.Namespace + "/" + sc.Target + "-prefill"
+		}
 		return labelSet("engine", eng, "model_name", sc.Model, "container", "vllm", "endpoint", strconv.Itoa(x.port(ep)),
-			"instance", inst, "job", sc.Namespace+"/"+sc.Target+"-decode", "namespace", sc.Namespace, "pod", sc.PodName(pod))
+			"instance", inst, "job", job, "namespace", sc.Namespace, "pod", x.podName(sc, pod))
 	case ScrapeKubernetesSD:
 		return labelSet("engine", eng, "model_name", sc.Model, "instance", inst, "job", "vllm")
 	}
 	if x.DPRanks > 1 {
-		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod), "instance", inst)
+		return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", x.podName(sc, pod), "instance", inst)
 	}
-	return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", sc.PodName(pod))
+	return labelSet("engine", "0", "model_name", sc.Model, "namespace", sc.Namespace, "pod", x.podName(sc, pod))
 }
 
 func ival(p *int64) func() int64 { return func() int64 { return *p } }
@@ -267,11 +297,19 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 			scraped = append(scraped, i)
 		}
 	}
+	// With departures a pod's series exist while its engine is up.
+	up := func(p *pod) func() bool {
+		if x.DepartPods == 0 {
+			return nil
+		}
+		return func() bool { return p.up }
+	}
 	perPod := func(name string, typ famType, help string, mk func(p *pod) metricDef) {
 		f := familyDef{name: name, typ: typ, help: help, pyLE: true}
 		for _, i := range scraped {
 			p := s.pods[i]
 			m := mk(p)
+			m.present = up(p)
 			if m.labels == "" {
 				m.labels = podLabels[i]
 			} else {
@@ -285,16 +323,18 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 
 	perPod("vllm:num_requests_running", typGauge, "Number of requests in model execution batches.",
 		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.nRunning) }} })
+	// Waiting counts the decode legs deferred while their KV loads (P/D).
 	perPod("vllm:num_requests_waiting", typGauge, "Number of requests waiting to be processed.",
-		func(p *pod) metricDef { return metricDef{geti: func() int64 { return int64(p.waiting.len()) }} })
+		func(p *pod) metricDef {
+			return metricDef{geti: func() int64 { return int64(p.waiting.len()) + int64(p.deferred) }}
+		})
 	if vg == VLLMMid2026 || vg == VLLMLate2026 {
 		f := familyDef{name: "vllm:num_requests_waiting_by_reason", typ: typGauge, help: "Number of requests waiting to be processed, by reason."}
-		zero := func() int64 { return 0 }
 		for _, i := range scraped {
 			p := s.pods[i]
 			f.metrics = append(f.metrics,
-				metricDef{labels: podLabels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.waiting.len()) }},
-				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: zero})
+				metricDef{labels: podLabels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.waiting.len()) }, present: up(p)},
+				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: func() int64 { return int64(p.deferred) }, present: up(p)})
 		}
 		add(f)
 	}
@@ -313,13 +353,12 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.promptTokens)} })
 	{
 		f := familyDef{name: "vllm:prompt_tokens_by_source", typ: typCounter, help: "Number of prompt tokens by source."}
-		zero := func() int64 { return 0 }
 		for _, i := range scraped {
 			p := s.pods[i]
 			f.metrics = append(f.metrics,
-				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: zero},
-				metricDef{labels: podLabels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.m.localCacheHit)},
-				metricDef{labels: podLabels[i] + ",source=\"local_compute\"", geti: ival(&p.m.localCompute)})
+				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: ival(&p.m.extTransfer), present: up(p)},
+				metricDef{labels: podLabels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.m.localCacheHit), present: up(p)},
+				metricDef{labels: podLabels[i] + ",source=\"local_compute\"", geti: ival(&p.m.localCompute), present: up(p)})
 		}
 		add(f)
 	}
@@ -339,8 +378,15 @@ func addVLLMFamilies(s *sim, x *ExportShape, add func(familyDef)) {
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.genTokens)} })
 	perPod("vllm:num_preemptions", typCounter, "Cumulative number of preemption from the engine.",
 		func(p *pod) metricDef { return metricDef{geti: ival(&p.m.preemptions)} })
+	// A prefill pod's requests stop at max_tokens 1 (the sidecar caps them).
 	perPod("vllm:request_success", typCounter, "Count of successfully processed requests.",
-		func(p *pod) metricDef { return metricDef{labels: `finished_reason="stop"`, geti: ival(&p.m.success)} })
+		func(p *pod) metricDef {
+			reason := `finished_reason="stop"`
+			if x.isPrefill(sc, x.podOf(x.endpointOf(int(p.idx)))) {
+				reason = `finished_reason="length"`
+			}
+			return metricDef{labels: reason, geti: ival(&p.m.success)}
+		})
 	hists := []struct {
 		name, help string
 		h          func(p *pod) *hist
@@ -473,7 +519,7 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
 		for i := range rp.m.attempts {
 			m := metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", sc.PodName(x.podOf(i)),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", x.podName(sc, x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]),
 			}
@@ -482,7 +528,19 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 			}
 			f.metrics = append(f.metrics, m)
 		}
+		if gen == EPP010 {
+			// A failed attempt carries empty endpoint labels (metrics.go,
+			// RecordSchedulerAttempt), which Prometheus does not store.
+			f.metrics = append(f.metrics, metricDef{labels: lb.labels("status", "failure", "target_model_name", sc.Model, "endpoint_name", "",
+				"namespace", "", "port", ""), geti: ival(&rp.m.schedFail), present: counterPresent(&rp.m.schedFail)})
+		}
 		add(f)
+		if gen == EPP010 {
+			addPrefixIndexerFamilies(lb, rp, add)
+		}
+	}
+	if x.pd() {
+		addDisaggFamilies(sc, lb, rp, add)
 	}
 	if gen == EPP010 || gen == EPP08 {
 		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
@@ -490,11 +548,13 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
 		for i := range rp.m.attempts {
 			f.metrics = append(f.metrics, metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", sc.PodName(x.podOf(i)),
+				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", x.podName(sc, x.podOf(i)),
 					"namespace", sc.Namespace, "port", strconv.Itoa(x.port(i))),
 				geti: ival(&rp.m.attempts[i]), present: counterPresent(&rp.m.attempts[i]),
 			})
 		}
+		f.metrics = append(f.metrics, metricDef{labels: lb.labels("status", "failure", "target_model_name", sc.Model, "pod_name", "",
+			"namespace", "", "port", ""), geti: ival(&rp.m.schedFail), present: counterPresent(&rp.m.schedFail)})
 		add(f)
 		ml := lb.labels("model_name", sc.Model, "target_model_name", sc.Model)
 		add(familyDef{name: "inference_objective_input_tokens", typ: typHistogram, help: "Inference objective input token count distribution for requests in each model.",
@@ -518,6 +578,47 @@ func addEPPFamilies(s *sim, x *ExportShape, k int, add func(familyDef)) {
 		}
 		add(f)
 	}
+}
+
+// addPrefixIndexerFamilies emits the approximate prefix producer's lookup
+// histograms, llm_d_epp_prefix_indexer_hit_ratio / _hit_bytes{plugin_name,
+// plugin_type} and their deprecated unlabelled inference_extension_ twins
+// (llm-d-router approximateprefix/metrics.go; the producer's default name
+// is its type, approx-prefix-cache-producer).
+func addPrefixIndexerFamilies(lb eppLabeler, rp *eppReplica, add func(familyDef)) {
+	own := lb.labels("plugin_name", "approx-prefix-cache-producer", "plugin_type", "approx-prefix-cache-producer")
+	bare := lb.labels()
+	for _, h := range []struct {
+		name, help string
+		h          *hist
+	}{
+		{"prefix_indexer_hit_ratio", "Ratio of prefix length matched to total prefix length in the cache lookup.", &rp.m.hitRatio},
+		{"prefix_indexer_hit_bytes", "Length of the prefix match in number of bytes in the cache lookup.", &rp.m.hitBytes},
+	} {
+		add(familyDef{name: "llm_d_epp_" + h.name, typ: typHistogram, help: h.help,
+			metrics: []metricDef{{labels: own, h: h.h, present: histPresent(h.h)}}})
+		add(familyDef{name: "inference_extension_" + h.name, typ: typHistogram, help: "[Deprecated: Use llm_d_epp_" + h.name + "] " + h.help,
+			metrics: []metricDef{{labels: bare, h: h.h, present: histPresent(h.h)}}})
+	}
+}
+
+// addDisaggFamilies emits the disagg-profile-handler's decision counters
+// (llm-d-router pkg/epp/framework/plugins/scheduling/profilehandler/disagg/
+// metrics.go, RecordDisaggDecision: the llm_d_epp_ name and the deprecated
+// llm_d_inference_scheduler_ one, both per decision type).
+func addDisaggFamilies(sc *Scenario, lb eppLabeler, rp *eppReplica, add func(familyDef)) {
+	types := [2]string{"decode-only", "prefill-decode"}
+	f := familyDef{name: "llm_d_epp_disagg_decision", typ: typCounter, help: "Total number of disaggregation routing decisions made"}
+	g := familyDef{name: "llm_d_inference_scheduler_disagg_decision", typ: typCounter,
+		help: "[Deprecated: Use llm_d_epp_disagg_decision_total] Total number of disaggregation routing decisions made"}
+	for i, dt := range types {
+		f.metrics = append(f.metrics, metricDef{labels: lb.labels("plugin_name", "disagg-profile-handler", "plugin_type", "disagg-profile-handler",
+			"model_name", sc.Model, "decision_type", dt), geti: ival(&rp.m.disagg[i]), present: counterPresent(&rp.m.disagg[i])})
+		g.metrics = append(g.metrics, metricDef{labels: lb.labels("model_name", sc.Model, "decision_type", dt),
+			geti: ival(&rp.m.disagg[i]), present: counterPresent(&rp.m.disagg[i])})
+	}
+	add(f)
+	add(g)
 }
 
 // --- rendering ---
@@ -672,9 +773,12 @@ type omWriter struct {
 	interleaved bool
 	ts          []int64    // ms, grouped layout
 	cols        [][]column // per family-metric (flattened), grouped layout
-	born        []int      // per family-metric: index into ts of its first sample (-1: not yet)
-	b           []byte
-	err         error
+	// runs are, per family-metric, the [start, end) index ranges into ts in
+	// which the series existed (end -1: still open); on whether it does now.
+	runs [][]int
+	on   []bool
+	b    []byte
+	err  error
 }
 
 func newOMWriter(cat *catalog, w io.Writer, interleaved bool) *omWriter {
@@ -694,11 +798,11 @@ func newOMWriter(cat *catalog, w io.Writer, interleaved bool) *omWriter {
 					cols = []column{{}}
 				}
 				o.cols = append(o.cols, cols)
-				born := 0
 				if m.present != nil {
-					born = -1
+					o.runs, o.on = append(o.runs, nil), append(o.on, false)
+				} else {
+					o.runs, o.on = append(o.runs, []int{0, -1}), append(o.on, true)
 				}
-				o.born = append(o.born, born)
 			}
 		}
 	}
@@ -749,12 +853,19 @@ func (o *omWriter) scrape(ms int64) {
 		for mi := range f.metrics {
 			m := &f.metrics[mi]
 			cols := o.cols[k]
-			if o.born[k] < 0 {
-				if !m.present() {
+			if m.present != nil {
+				if p := m.present(); p != o.on[k] {
+					if p {
+						o.runs[k] = append(o.runs[k], len(o.ts)-1, -1)
+					} else {
+						o.runs[k][len(o.runs[k])-1] = len(o.ts) - 1
+					}
+					o.on[k] = p
+				}
+				if !o.on[k] {
 					k++
 					continue
 				}
-				o.born[k] = len(o.ts) - 1
 			}
 			k++
 			switch {
@@ -838,17 +949,23 @@ func (o *omWriter) finish() error {
 			o.header(f)
 			for mi := range f.metrics {
 				cols := o.cols[k]
-				born := o.born[k]
+				runs := o.runs[k]
 				k++
-				if born < 0 {
+				if len(runs) == 0 {
 					continue
 				}
 				rd = rd[:0]
 				for ci := range cols {
 					rd = append(rd, colReader{c: &cols[ci]})
 				}
-				for _, ms := range o.ts[born:] {
-					o.appendPoint(f, &f.metrics[mi], ms, rd)
+				for ri := 0; ri+1 < len(runs); ri += 2 {
+					end := runs[ri+1]
+					if end < 0 {
+						end = len(o.ts)
+					}
+					for _, ms := range o.ts[runs[ri]:end] {
+						o.appendPoint(f, &f.metrics[mi], ms, rd)
+					}
 				}
 				for ci := range cols {
 					cols[ci] = column{}

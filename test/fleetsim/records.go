@@ -37,8 +37,24 @@ func appendTime(b []byte, base time.Time, ns int64) []byte {
 }
 
 func (rw *recordWriter) write(r *request, eps []gate.Endpoint, dec *decision) {
+	rw.writePool(r, eps, dec, nil)
+}
+
+// writePool writes a decision over the endpoints pool (eps[i] is endpoint
+// pool[i]; nil: every endpoint, in order), as a P/D profile's gate sees them.
+func (rw *recordWriter) writePool(r *request, eps []gate.Endpoint, dec *decision, pool []int) {
 	if rw.err != nil {
 		return
+	}
+	name := func(i int) []byte {
+		if pool != nil {
+			return rw.names[pool[i]]
+		}
+		return rw.names[i]
+	}
+	chosen := dec.chosen
+	if pool != nil {
+		chosen = dec.gateChosen
 	}
 	b := rw.b[:0]
 	b = append(b, `{"ts":"`...)
@@ -58,7 +74,7 @@ func (rw *recordWriter) write(r *request, eps []gate.Endpoint, dec *decision) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = append(b, rw.names[i]...)
+		b = append(b, name(i)...)
 		b = append(b, `,"matchBlocks":`...)
 		b = strconv.AppendInt(b, int64(e.MatchBlocks), 10)
 		b = append(b, `,"totalBlocks":`...)
@@ -74,7 +90,7 @@ func (rw *recordWriter) write(r *request, eps []gate.Endpoint, dec *decision) {
 	b = append(b, `],"observed":{"outcome":"`...)
 	b = append(b, dec.outcome.String()...)
 	b = append(b, `","chosen":`...)
-	b = append(b, rw.names[dec.chosen]...)
+	b = append(b, name(chosen)...)
 	b = append(b, "}}\n"...)
 	rw.b = b
 	_, rw.err = rw.w.Write(b)

@@ -236,6 +236,11 @@ func (sc *Scenario) PodName(i int) string {
 	return fmt.Sprintf("%s-%d", sc.Pods.NamePrefix, i)
 }
 
+// PrefillNamePrefix is the name prefix of a P/D pool's prefill pods
+// (ExportShape.PrefillPods): the pods' prefix with "-decode" renamed
+// "-prefill", else with "-prefill" appended.
+func (sc *Scenario) PrefillNamePrefix() string { return prefillPrefix(sc) }
+
 // Clone returns a deep copy that may be edited independently.
 func (sc *Scenario) Clone() *Scenario {
 	c := *sc
@@ -273,17 +278,18 @@ func (sc *Scenario) Clone() *Scenario {
 	return &c
 }
 
-// Compressed returns a copy whose phase durations (and diurnal periods) are
-// divided by factor; rates, think times and the engine are unchanged, so the
-// content is compressed while the clock is not.
+// Compressed returns a copy whose phase durations (and diurnal periods, and
+// a trace envelope's hours) are divided by factor; rates, think times, a
+// trace's gaps and the engine are unchanged, so the content is compressed
+// while the clock is not.
 func (sc *Scenario) Compressed(factor float64) (*Scenario, error) {
 	if !(factor > 0) || math.IsInf(factor, 0) {
 		return nil, fmt.Errorf("compress scenario %s: factor must be > 0, got %v", sc.Name, factor)
 	}
-	if sc.Trace != nil {
-		return nil, fmt.Errorf("compress scenario %s: scenarios with a trace cannot be compressed (set the trace's scale instead)", sc.Name)
-	}
 	c := sc.Clone()
+	if c.Trace != nil {
+		c.Trace.compress(factor)
+	}
 	for i := range c.Phases {
 		p := &c.Phases[i]
 		p.Duration = time.Duration(float64(p.Duration) / factor)

@@ -111,6 +111,12 @@ type sim struct {
 	pendingFirst int
 	events       int64
 
+	// timers are the KV transfers in flight (P/D); seq orders equal times.
+	timers timerHeap
+	seq    int64
+	// lc are the pod departure's events.
+	lc lifecycle
+
 	acc truthAcc
 }
 
@@ -192,6 +198,10 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 		s.pods = append(s.pods, newPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
 	}
 	s.epp = newEPP(sc, &s.tree, opt.Seed, s.x.endpoints(sc), s.x.EPPReplicas, s.x.SyncReplicas)
+	if s.x.pd() {
+		s.epp.pd = newEPPPD(s)
+	}
+	s.initLifecycle()
 	s.cur = s.phaseAt(s.runStart)
 	s.epp.settings = s.settings[s.cur]
 	s.now = s.runStart
@@ -245,7 +255,12 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 			tsc = math.MaxInt64
 		}
 		tph := s.nextPhaseBoundary()
-		t := min(tp, ta, tsc, tph)
+		tt := s.timers.next()
+		tl := s.nextLifecycle()
+		if tl > s.runEnd {
+			tl = math.MaxInt64
+		}
+		t := min(tp, ta, tsc, tph, tt, tl)
 		if t > until || t == math.MaxInt64 {
 			if until != math.MaxInt64 && until > s.now {
 				s.now = until
@@ -259,6 +274,10 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 			s.epp.settings = s.settings[s.cur]
 		case tp:
 			s.pods[pi].endStep(t)
+		case tt:
+			s.fireTimer()
+		case tl:
+			s.fireLifecycle()
 		case ta:
 			s.arrive()
 		default:
@@ -285,6 +304,14 @@ func (s *sim) drain(ctx context.Context, maxDrain time.Duration) error {
 				tp, pi = p.stepEnd, i
 			}
 		}
+		if tt := s.timers.next(); tt < tp {
+			if tt > limit {
+				return nil
+			}
+			s.now = tt
+			s.fireTimer()
+			continue
+		}
 		if tp > limit {
 			return nil
 		}
@@ -306,14 +333,28 @@ func (s *sim) arrive() {
 		return
 	}
 	s.nextID++
-	r := &request{id: s.nextID, arrival: a.t, phase: int16(s.phaseAt(a.t)), leaf: a.leaf, out: a.out,
+	r := &request{id: s.nextID, arrival: a.t, vArr: a.t, phase: int16(s.phaseAt(a.t)), leaf: a.leaf, out: a.out,
 		prompt: a.prompt, output: a.output, firstSched: -1, firstToken: -1, heapIdx: -1}
+	if s.epp.pd != nil {
+		s.arrivePD(r, a.t >= s.measStart)
+		return
+	}
 	dec := s.epp.route(r)
+	measured := a.t >= s.measStart
+	if dec.chosen < 0 {
+		// No endpoint to schedule to: the request fails.
+		s.acc.failed(r, measured)
+		s.tree.release(r.out)
+		return
+	}
 	r.ep = int32(dec.chosen)
 	r.pod = int32(s.pickEngine(dec.chosen))
-	measured := a.t >= s.measStart
 	if measured && s.rec != nil {
-		s.rec.write(r, s.epp.eps, &dec)
+		if dec.pool != nil {
+			s.rec.writePool(r, dec.eps, &dec, dec.pool)
+		} else {
+			s.rec.write(r, s.epp.eps, &dec)
+		}
 	}
 	s.acc.decided(s, r, &dec, measured)
 	s.pendingFirst++
@@ -338,13 +379,21 @@ func (s *sim) pickEngine(ep int) int {
 }
 
 func (s *sim) firstToken(p *pod, r *request, now int64) {
+	if r.isLeg {
+		s.acc.podFirstToken(s, p, r, now)
+		return
+	}
 	s.pendingFirst--
 	s.epp.firstToken(r)
 	s.epp.reps[r.eppRep].m.ttftH.observe(float64(now-r.arrival) / 1e9)
 	s.acc.firstToken(s, p, r, now)
 }
 
-func (s *sim) finished(_ *pod, r *request, _ int64) {
+func (s *sim) finished(_ *pod, r *request, now int64) {
+	if r.isLeg {
+		s.legFinished(r, now)
+		return
+	}
 	s.epp.finished(r)
 	s.tree.release(r.out) // the request's hold, taken over from its arrival
 	if s.x.UsageShare < 1 && unitHash(uint64(r.id)) >= s.x.UsageShare {
@@ -352,7 +401,17 @@ func (s *sim) finished(_ *pod, r *request, _ int64) {
 	}
 	m := &s.epp.reps[r.eppRep].m
 	m.inputH.observe(float64(r.prompt))
-	m.cachedH.observe(float64(r.firstCached))
+	m.cachedH.observe(float64(s.usageCached(r)))
+}
+
+// usageCached is the cached tokens r's response reports: its engine's, or
+// for a disaggregated request behind today's routing sidecar, its prefill
+// leg's (llm-d-router pkg/sidecar/proxy/connector_nixlv2.go rewrites them).
+func (s *sim) usageCached(r *request) int32 {
+	if r.peer != nil && s.x.PDUsageCached == PDProfilePrefill {
+		return r.peer.firstCached
+	}
+	return r.firstCached
 }
 
 // unitHash maps v to [0, 1) deterministically (splitmix64), so that which

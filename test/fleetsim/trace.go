@@ -47,7 +47,8 @@ type TraceSpec struct {
 	Loop bool
 	// Envelope, when set, is a rate multiplier per hour of day (24 values,
 	// hour 0 at scenario time 0): the trace's clock runs Scale × multiplier
-	// times as fast as the scenario's.
+	// times as fast as the scenario's. A Compressed scenario's hours are
+	// shorter (see HourLength); the multipliers keep their rates.
 	Envelope []float64
 	// DayToDay varies each day's hourly multipliers by a lognormal factor
 	// with mean 1 and this coefficient of variation, drawn from Seed.
@@ -57,9 +58,25 @@ type TraceSpec struct {
 	// lines are counted, skipped and reported in Truth.Trace.
 	Strict bool
 
-	written string // File as the scenario wrote it
+	hour    time.Duration // the envelope's hour in scenario time (0: an hour); Compressed divides it
+	written string        // File as the scenario wrote it
 	open    func() (io.ReadCloser, error)
 	summary *traceSummaryOnce
+}
+
+// HourLength is how long an hour of the envelope's day lasts in scenario
+// time: an hour, or an hour divided by the factor of a Compressed scenario.
+func (t *TraceSpec) HourLength() time.Duration {
+	if t.hour > 0 {
+		return t.hour
+	}
+	return time.Hour
+}
+
+// compress shortens the envelope's hours by factor (Scenario.Compressed):
+// the trace keeps its rate, its day passes factor times as fast.
+func (t *TraceSpec) compress(factor float64) {
+	t.hour = max(time.Duration(float64(t.HourLength())/factor), 1)
 }
 
 // UseFile makes the trace read path from the file system.
@@ -372,7 +389,8 @@ func newTraceSource(sc *Scenario, class int16, tree *nodeTree) (*traceSource, er
 		return nil, err
 	}
 	s := &traceSource{spec: spec, class: class, tree: tree, sum: sum, scale: scale, maxLen: sc.Pods.Engine.MaxModelLen,
-		env: envelope{hours: spec.Envelope, cv: spec.DayToDay, seed: spec.Seed, scale: scale}, measEnd: math.MaxInt64}
+		env:     envelope{hours: spec.Envelope, cv: spec.DayToDay, seed: spec.Seed, scale: scale, hourNs: float64(spec.HourLength())},
+		measEnd: math.MaxInt64}
 	s.tt = TraceTruth{File: spec.File, Class: spec.className(), Scale: scale, TargetUtilization: spec.TargetUtilization,
 		PeriodSeconds: sum.period.Seconds(), TraceRequests: sum.requests,
 		TraceRequestRate:   float64(sum.requests) / sum.period.Seconds(),
@@ -547,12 +565,14 @@ type TraceTruth struct {
 }
 
 // envelope maps trace time onto scenario time: the trace's clock runs
-// scale × multiplier(hour) times as fast as the scenario's.
+// scale × multiplier(hour) times as fast as the scenario's, hour by hour of
+// hourNs scenario nanoseconds (0: an hour).
 type envelope struct {
-	hours []float64
-	cv    float64
-	seed  uint64
-	scale float64
+	hours  []float64
+	cv     float64
+	seed   uint64
+	scale  float64
+	hourNs float64
 
 	// Walking state: the segment (hour) holding the last answer.
 	hour      int64
@@ -568,7 +588,10 @@ func (e *envelope) at(x time.Duration) (int64, bool) {
 	if len(e.hours) == 0 {
 		return int64(float64(x) / e.scale), true
 	}
-	const hourNs = float64(time.Hour)
+	hourNs := e.hourNs
+	if hourNs <= 0 {
+		hourNs = float64(time.Hour)
+	}
 	for idle := 0; ; {
 		rate := e.scale * e.multiplier(e.hour)
 		span := time.Duration(rate * hourNs)

@@ -436,3 +436,88 @@ func TestTraceReleasingDoesNotPay(t *testing.T) {
 		})
 	}
 }
+
+// A compressed trace scenario is compressed in content, not in clock: its
+// phases and its envelope's hours are shorter, the trace keeps its rate
+// (scale × the hour's multiplier). Three envelope hours at 1x, 2x and 0.5x
+// compressed 6x last ten minutes each and replay ten, twenty and five
+// minutes of trace time.
+func TestCompressedTraceKeepsItsRateAndShortensTheEnvelope(t *testing.T) {
+	hours := make([]float64, 24)
+	hours[0], hours[1], hours[2] = 1, 2, 0.5
+	full := traceScenario(t, func(sc *Scenario) {
+		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Envelope = 0, 1, hours
+		sc.Pods.Count = 16
+		sc.Phases = []Phase{{Name: "h0", Duration: time.Hour}, {Name: "h1", Duration: time.Hour}, {Name: "h2", Duration: time.Hour}}
+		for i := range sc.Phases {
+			sc.Phases[i].Parameters, sc.Phases[i].Settings = sc.EPP.Parameters, sc.EPP.Settings
+			sc.Phases[i].Arrivals.Process = ArrivalPoisson
+		}
+	})
+	sc, err := full.Compressed(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.Trace.HourLength(); got != 10*time.Minute {
+		t.Fatalf("compressed envelope hour %v, want 10m", got)
+	}
+	if full.Trace.HourLength() != time.Hour {
+		t.Fatal("compressing changed the original's envelope")
+	}
+	truth := mustRun(t, sc, Options{Seed: 1})
+	raw := readRawTrace(t, mooncakeTrace)
+	period := truth.Trace.PeriodSeconds
+	var from float64
+	for i, m := range hours[:3] {
+		to := from + 600*m
+		want := 0
+		for k := 0.0; k*period < to; k++ {
+			for _, ts := range raw.ts {
+				if x := k*period + ts; x >= from && x < to {
+					want++
+				}
+			}
+		}
+		if got := truth.Phases[i].Requests; math.Abs(float64(got-want)) > 0.001*float64(want) {
+			t.Errorf("compressed hour %d (multiplier %v): %d requests, the looped trace holds %d in trace time [%.0f s, %.0f s)", i, m, got, want, from, to)
+		}
+		if d := truth.Phases[i].End - truth.Phases[i].Start; d != 600 {
+			t.Errorf("compressed hour %d lasts %v s, want 600", i, d)
+		}
+		from = to
+	}
+}
+
+// A trace scenario runs live compressed in content (what simulate --live
+// --time-scale does): trace-drift at 6x is in its second phase five minutes
+// in, and its trace class has sent the requests of the first five minutes
+// times its scale of trace time, at the trace's own rate.
+func TestLiveTraceScenarioIsCompressedInContent(t *testing.T) {
+	sc := mustLoad(t, "trace-drift")
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	l, err := NewLive(sc, LiveOptions{Seed: 1, TimeScale: 6, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(5 * time.Minute)
+	if err := l.Advance(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ph := l.Phase(); ph != sc.Phases[1].Name {
+		t.Errorf("phase %q five minutes in at 6x (phases of %v), want %q", ph, sc.Phases[0].Duration/6, sc.Phases[1].Name)
+	}
+	tt := l.Truth().Trace
+	if tt == nil {
+		t.Fatal("no trace truth")
+	}
+	raw := readRawTrace(t, mooncakeTrace)
+	want := int64(0)
+	for _, ts := range raw.ts {
+		if ts < 300*tt.Scale {
+			want++
+		}
+	}
+	if got := tt.Requests + tt.Dropped; got < want-1 || got > want {
+		t.Errorf("%d trace requests in 5 minutes at scale %.4g, the trace holds %d in its first %.0f s", got, tt.Scale, want, 300*tt.Scale)
+	}
+}

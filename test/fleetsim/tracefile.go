@@ -1,15 +1,15 @@
 package fleetsim
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/gatetuner/gatetuner/internal/lines"
 )
 
 // TraceBlockTokens is the Mooncake traces' prefix block size: hash_ids[k]
@@ -58,12 +58,8 @@ type TraceReadStats struct {
 // (detected by the gzip magic bytes): memory stays flat however long the
 // trace. Bad lines are counted and skipped, or stop reading when strict.
 type TraceReader struct {
-	br       *bufio.Reader
-	gz       *gzip.Reader
+	lr       *lines.Reader
 	opts     TraceReaderOptions
-	line     int
-	long     []byte
-	overlong bool // the line just read was over MaxLineBytes
 	lastTS   int64
 	rec      TraceRecord
 	raw      traceLine
@@ -87,18 +83,10 @@ func NewTraceReader(r io.Reader, opts TraceReaderOptions) (*TraceReader, error) 
 	if opts.KeepBadLines <= 0 {
 		opts.KeepBadLines = 100
 	}
-	tr := &TraceReader{opts: opts, lastTS: -1}
-	br := bufio.NewReaderSize(r, 64<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("read trace: gzip header: %w", err)
-		}
-		gz.Multistream(true)
-		tr.gz = gz
-		br = bufio.NewReaderSize(gz, 64<<10)
+	tr := &TraceReader{lr: lines.NewReader(r, 64<<10, opts.MaxLineBytes), opts: opts, lastTS: -1}
+	if err := tr.lr.Sniff(); err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
 	}
-	tr.br = br
 	return tr, nil
 }
 
@@ -113,16 +101,25 @@ func (r *TraceReader) BadLines() []LineError { return r.badLines }
 // and skipped. Other errors are I/O or decompression failures.
 func (r *TraceReader) Next() (*TraceRecord, error) {
 	for {
-		line, err := r.readLine()
+		line, overlong, err := r.lr.Next()
 		if err != nil {
-			return nil, err
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read trace: %w", err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		var reason string
+		switch {
+		case overlong:
+			reason = fmt.Sprintf("line longer than %d bytes", r.opts.MaxLineBytes)
+		case len(bytes.TrimSpace(line)) == 0:
 			continue
+		default:
+			reason = r.decode(line)
 		}
-		if reason := r.decode(line); reason != "" {
+		if reason != "" {
 			r.stats.Bad++
-			le := LineError{Line: r.line, Reason: reason}
+			le := LineError{Line: r.lr.Line(), Reason: reason}
 			if len(r.badLines) < r.opts.KeepBadLines {
 				r.badLines = append(r.badLines, le)
 			}
@@ -137,65 +134,8 @@ func (r *TraceReader) Next() (*TraceRecord, error) {
 	}
 }
 
-func (r *TraceReader) readLine() ([]byte, error) {
-	r.line++
-	line, err := r.br.ReadSlice('\n')
-	if err == nil || (err == io.EOF && len(line) > 0) {
-		if contentLen(line) > r.opts.MaxLineBytes {
-			r.overlong = true
-		}
-		return line, nil
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
-		}
-		return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
-	}
-	r.long = append(r.long[:0], line...)
-	tooLong := false
-	for {
-		line, err = r.br.ReadSlice('\n')
-		// Room for the terminator, which the bound does not count.
-		if !tooLong && len(r.long)+len(line) <= r.opts.MaxLineBytes+len("\r\n") {
-			r.long = append(r.long, line...)
-		} else {
-			tooLong = true
-			r.long = r.long[:0]
-		}
-		switch {
-		case err == nil || errors.Is(err, io.EOF):
-			if tooLong || contentLen(r.long) > r.opts.MaxLineBytes {
-				r.overlong = true
-				return []byte{0}, nil
-			}
-			return r.long, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			return nil, fmt.Errorf("read trace: line %d: %w", r.line, err)
-		}
-	}
-}
-
-// contentLen is a line's length without its "\n" or "\r\n" terminator.
-func contentLen(line []byte) int {
-	n := len(line)
-	if n > 0 && line[n-1] == '\n' {
-		n--
-		if n > 0 && line[n-1] == '\r' {
-			n--
-		}
-	}
-	return n
-}
-
 // decode parses one line into r.rec; it returns the reason the line is bad, or "".
 func (r *TraceReader) decode(line []byte) string {
-	if r.overlong {
-		r.overlong = false
-		return fmt.Sprintf("line longer than %d bytes", r.opts.MaxLineBytes)
-	}
 	if b := bytes.TrimSpace(line); b[0] != '{' {
 		if json.Valid(b) {
 			return "not a JSON object"
@@ -208,7 +148,7 @@ func (r *TraceReader) decode(line []byte) string {
 		return "not valid JSON"
 	}
 	rec := &r.rec
-	*rec = TraceRecord{Line: r.line, HashIDs: rec.HashIDs[:0]}
+	*rec = TraceRecord{Line: r.lr.Line(), HashIDs: rec.HashIDs[:0]}
 	ts, reason := traceInt(raw.Timestamp, "timestamp", 0, math.MaxInt64/int64(1e6))
 	if reason != "" {
 		return reason
@@ -277,9 +217,4 @@ func truncateStr(s string) string {
 }
 
 // Close releases the decompressor (the underlying reader is the caller's).
-func (r *TraceReader) Close() error {
-	if r.gz != nil {
-		return r.gz.Close()
-	}
-	return nil
-}
+func (r *TraceReader) Close() error { return r.lr.Close() }

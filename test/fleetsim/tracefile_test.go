@@ -204,3 +204,17 @@ func TestTraceReaderLineBoundCountsTheContent(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceReaderOverlongBlankLineIsOneBadLine: an over-long line is bad
+// even when it holds only blanks, and the bound's verdict stays with that
+// line — the record after it is read (the reader before internal/lines
+// skipped the blank line and charged its over-length to the next record).
+func TestTraceReaderOverlongBlankLineIsOneBadLine(t *testing.T) {
+	rec := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}`
+	data := strings.Repeat(" ", 300) + "\n" + rec + "\n"
+	got := readTraceAll(t, []byte(data), TraceReaderOptions{MaxLineBytes: 200})
+	st, bad := got.r.Stats(), got.r.BadLines()
+	if got.err != nil || st.Read != 1 || st.Bad != 1 || len(bad) != 1 || bad[0].Line != 1 {
+		t.Fatalf("err %v, stats %+v, bad lines %v; want line 1 bad (over-long), line 2 read", got.err, st, bad)
+	}
+}

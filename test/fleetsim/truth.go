@@ -47,6 +47,19 @@ type ExportersTruth struct {
 	// Engines lists every vLLM engine: its pod, rank, port, EPP endpoint name
 	// and whether its vLLM series reach Prometheus.
 	Engines []EngineTruth `json:"engines"`
+	// PD describes a P/D-disaggregated pool (nil without one).
+	PD *PDTruth `json:"pd,omitempty"`
+}
+
+// PDTruth is a P/D pool's routing setup.
+type PDTruth struct {
+	// GateProfile is the scheduling profile carrying the tuned filter: its
+	// pods are the ones whose in-flight load the gate compares.
+	GateProfile     string   `json:"gateProfile"`
+	NonCachedTokens int      `json:"nonCachedTokens"`
+	UsageCached     string   `json:"usageCached"`
+	PrefillPods     []string `json:"prefillPods"`
+	DecodePods      []string `json:"decodePods"`
 }
 
 // EngineTruth names one vLLM engine across the exporters: its pod, rank,
@@ -58,6 +71,8 @@ type EngineTruth struct {
 	Port     int    `json:"port"`
 	Endpoint string `json:"endpoint"`
 	Scraped  bool   `json:"scraped"`
+	// Role is the pod's llm-d.ai/role in a P/D pool ("" otherwise).
+	Role string `json:"role,omitempty"`
 }
 
 // OverallTruth is the whole measured range: every phase's requests pooled.
@@ -142,6 +157,14 @@ type PhaseTruth struct {
 	ForfeitedRate   *float64 `json:"forfeitedRate"`
 	// ExcessTokens sums the verdicts' excess costs.
 	ExcessTokens ExcessTokens `json:"excessTokens"`
+	// DecodeOnly and Disaggregated count a P/D pool's requests by the
+	// decider's choice (Outcomes and Verdicts count the gate's decisions
+	// only: with the gate in the prefill profile, the disaggregated ones).
+	DecodeOnly    int64 `json:"decodeOnly,omitempty"`
+	Disaggregated int64 `json:"disaggregated,omitempty"`
+	// SchedulingFailures counts requests the EPP found no endpoint for
+	// (pods departed); they are in Requests and Unfinished.
+	SchedulingFailures int `json:"schedulingFailures,omitempty"`
 }
 
 // PodTruth is one engine (a pod, or one data-parallel rank of a pod) in one
@@ -154,6 +177,7 @@ type PodTruth struct {
 	Engine      int     `json:"engine"`
 	Endpoint    string  `json:"endpoint"`
 	Scraped     bool    `json:"scraped"`
+	Role        string  `json:"role,omitempty"`
 	NominalRate float64 `json:"nominalRate"`
 	// DrainRate is the engine's prefill work over the pod's saturated windows
 	// in the phase divided by their length; null without any.
@@ -281,6 +305,8 @@ type phaseAcc struct {
 	verdicts   [gate.NumVerdicts]int64
 	excessHeld int64
 	excessRel  int64
+	disagg     [2]int64
+	failed     int
 	pods       []podPhaseAcc
 	// engine work at the phase's start and end (for ComputedTokens, BusyFraction)
 	workStart, busyStart []float64
@@ -305,13 +331,19 @@ func (a *truthAcc) init(s *sim) {
 	a.samples = make([][]podSample, len(s.pods))
 }
 
-func (a *truthAcc) decided(_ *sim, r *request, dec *decision, measured bool) {
+func (a *truthAcc) decided(s *sim, r *request, dec *decision, measured bool) {
 	if !measured {
 		return
 	}
 	ph := &a.phases[r.phase]
 	ph.requests++
 	ph.pods[r.pod].routed++
+	if s.epp.pd != nil {
+		ph.disagg[boolInt(dec.prefill >= 0)]++
+		if !dec.gated {
+			return
+		}
+	}
 	ph.outcomes[dec.outcome]++
 	d := dec.d
 	d.Outcome = dec.outcome
@@ -325,16 +357,36 @@ func (a *truthAcc) decided(_ *sim, r *request, dec *decision, measured bool) {
 	}
 }
 
+// failed counts a request whose scheduling failed (no endpoint).
+func (a *truthAcc) failed(r *request, measured bool) {
+	if measured {
+		a.phases[r.phase].requests++
+		a.phases[r.phase].failed++
+	}
+}
+
 func (a *truthAcc) firstToken(s *sim, p *pod, r *request, now int64) {
 	if r.arrival >= s.measStart {
+		// A disaggregated request's prefix reuse is its prefill leg's hit
+		// (its decode leg "caches" the transferred prompt).
+		cached := r.firstCached
+		if r.peer != nil {
+			cached = r.peer.firstCached
+		}
 		ph := &a.phases[r.phase]
 		ph.ttft = append(ph.ttft, float64(now-r.arrival)/1e9)
 		ph.pods[p.idx].ttft = append(ph.pods[p.idx].ttft, float64(now-r.arrival)/1e9)
 		ph.prompt = append(ph.prompt, float64(r.prompt))
-		ph.cached = append(ph.cached, float64(r.firstCached))
+		ph.cached = append(ph.cached, float64(cached))
 		ph.promptSum += float64(r.prompt)
-		ph.cachedSum += float64(r.firstCached)
+		ph.cachedSum += float64(cached)
 	}
+	a.podFirstToken(s, p, r, now)
+}
+
+// podFirstToken accounts a first token to its engine's per-request rate
+// (prefill legs included).
+func (a *truthAcc) podFirstToken(s *sim, p *pod, r *request, now int64) {
 	if now >= s.measStart && now <= s.runEnd {
 		pa := &a.phases[s.phaseAt(now)].pods[p.idx]
 		pa.computedTok += float64(r.prompt - r.firstCached)
@@ -394,6 +446,13 @@ func quantiles(vs []float64) Quantiles {
 
 func ptr(v float64) *float64 { return &v }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (s *sim) rfc(t int64) string {
 	return s.base.Add(time.Duration(t)).UTC().Format(time.RFC3339Nano)
 }
@@ -439,7 +498,7 @@ func (s *sim) windows() []Window {
 			}
 			sec := float64(t1-t0) / 1e9
 			ep := s.x.endpointOf(pi)
-			w := Window{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: pi % s.x.DPEngines, Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
+			w := Window{Pod: s.x.podName(s.sc, s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: pi % s.x.DPEngines, Phase: phase, Start: float64(t0) / 1e9, End: float64(t1) / 1e9,
 				StartTime: s.rfc(t0), EndTime: s.rfc(t1),
 				DrainRate:        (smp[i1].work - smp[i0].work) / sec,
 				CounterDrainRate: float64(smp[i1].localCompute-smp[i0].localCompute) / sec,
@@ -473,10 +532,21 @@ func (s *sim) truth() *Truth {
 	}
 	t.Exporters = ExportersTruth{Shape: s.x.Name, GateProducer: s.x.Producers[0], EPPReplicas: s.x.EPPReplicas,
 		SyncedReplicas: s.x.SyncReplicas && s.x.EPPReplicas > 1}
+	if s.x.pd() {
+		t.Exporters.PD = &PDTruth{GateProfile: s.x.PDGateProfile, NonCachedTokens: s.x.PDNonCachedTokens, UsageCached: s.x.PDUsageCached}
+	}
 	for i := range s.pods {
 		ep := s.x.endpointOf(i)
-		t.Exporters.Engines = append(t.Exporters.Engines, EngineTruth{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep),
-			Engine: i % s.x.DPEngines, Port: s.x.port(ep), Endpoint: s.x.endpointName(s.sc, ep), Scraped: s.x.scraped(i)})
+		pod := s.x.podOf(ep)
+		t.Exporters.Engines = append(t.Exporters.Engines, EngineTruth{Pod: s.x.podName(s.sc, pod), Rank: s.x.rankOf(ep),
+			Engine: i % s.x.DPEngines, Port: s.x.port(ep), Endpoint: s.x.endpointName(s.sc, ep), Scraped: s.x.scraped(i), Role: s.x.role(s.sc, pod)})
+		if pd := t.Exporters.PD; pd != nil {
+			if s.x.isPrefill(s.sc, pod) {
+				pd.PrefillPods = append(pd.PrefillPods, s.x.podName(s.sc, pod))
+			} else {
+				pd.DecodePods = append(pd.DecodePods, s.x.podName(s.sc, pod))
+			}
+		}
 	}
 	end := s.runEnd
 	if s.live {
@@ -499,8 +569,8 @@ func (s *sim) truth() *Truth {
 		var pooled []float64
 		for i := range s.pods {
 			ep := s.x.endpointOf(i)
-			pod := PodTruth{Pod: s.sc.PodName(s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: i % s.x.DPEngines, Endpoint: s.x.endpointName(s.sc, ep),
-				Scraped: s.x.scraped(i), NominalRate: s.sc.Pods.Engine.NominalRate, Routed: acc.pods[i].routed,
+			pod := PodTruth{Pod: s.x.podName(s.sc, s.x.podOf(ep)), Rank: s.x.rankOf(ep), Engine: i % s.x.DPEngines, Endpoint: s.x.endpointName(s.sc, ep),
+				Scraped: s.x.scraped(i), Role: s.x.role(s.sc, s.x.podOf(ep)), NominalRate: s.sc.Pods.Engine.NominalRate, Routed: acc.pods[i].routed,
 				TTFT: quantiles(acc.pods[i].ttft)}
 			var work, cwork, dec, busy, sec float64
 			for _, w := range t.Windows {
@@ -551,6 +621,8 @@ func (s *sim) truth() *Truth {
 			pt.ForfeitedRate = ptr(float64(pt.Verdicts.ReleasedWrong) / float64(k))
 		}
 		pt.ExcessTokens = ExcessTokens{HeldWrong: acc.excessHeld, Released: acc.excessRel}
+		pt.DecodeOnly, pt.Disaggregated = acc.disagg[0], acc.disagg[1]
+		pt.SchedulingFailures = acc.failed
 		t.Phases = append(t.Phases, pt)
 		allTTFT = append(allTTFT, acc.ttft...)
 		t.Overall.Requests += acc.requests

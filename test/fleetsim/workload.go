@@ -383,7 +383,10 @@ func (w *workload) sessionPeek() int64 {
 	return w.nextStart
 }
 
-// next produces the next request; ok is false when the workload is over.
+// next consumes the event peek announced and returns its request; ok is
+// false when the event yields none (a session turn dropped for outgrowing
+// maxModelLen) or the workload is over. One event per call, so every request
+// comes at the time peek gave: a caller that got nothing peeks again.
 func (w *workload) next() (arrival, bool) {
 	if w.trace != nil && w.trace.has && w.trace.peek() < w.sessionPeek() {
 		return w.trace.pop(), true
@@ -391,29 +394,20 @@ func (w *workload) next() (arrival, bool) {
 	return w.nextSession()
 }
 
-// nextSession is next for the session classes.
+// nextSession is next for the session classes: a pending turn, or a session
+// start with its first turn.
 func (w *workload) nextSession() (arrival, bool) {
-	for {
-		if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
-			pt := heap.Pop(&w.pending).(pendingTurn)
-			if a, ok := w.turn(pt.s, pt.t); ok {
-				return a, true
-			}
-			continue
-		}
-		if w.nextStart == math.MaxInt64 {
-			return arrival{}, false
-		}
-		t, ph := w.nextStart, w.startPh
-		s := w.startSession(ph, t)
-		w.drawNextStart(t, ph)
-		if s == nil {
-			continue
-		}
-		if a, ok := w.turn(s, t); ok {
-			return a, true
-		}
+	if len(w.pending) > 0 && w.pending[0].t <= w.nextStart {
+		pt := heap.Pop(&w.pending).(pendingTurn)
+		return w.turn(pt.s, pt.t)
 	}
+	if w.nextStart == math.MaxInt64 {
+		return arrival{}, false
+	}
+	t, ph := w.nextStart, w.startPh
+	s := w.startSession(ph, t)
+	w.drawNextStart(t, ph)
+	return w.turn(s, t)
 }
 
 func (w *workload) startSession(ph int, t int64) *session {

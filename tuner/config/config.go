@@ -227,8 +227,11 @@ type Target struct {
 	// SyncedEPPReplicas: the EPP replicas sync in-flight load across
 	// replicas (each gauge holds its own share, the gate sees the sum), so
 	// the estimator adds their in-flight gauges up. Metrics cannot tell.
-	SyncedEPPReplicas bool    `mapstructure:"syncedEPPReplicas"`
-	Records           Records `mapstructure:"records"`
+	SyncedEPPReplicas bool `mapstructure:"syncedEPPReplicas"`
+	// PDGateProfile, for a P/D-disaggregated pool, is the scheduling
+	// profile (prefill or decode) whose plugins include the target's plugin.
+	PDGateProfile string  `mapstructure:"pdGateProfile"`
+	Records       Records `mapstructure:"records"`
 	// AllowCalibrationOverride lets the tuner write peakPrefillThroughput over a calibrated value.
 	AllowCalibrationOverride bool `mapstructure:"allowCalibrationOverride"`
 	Policy                   `mapstructure:",squash"`
@@ -409,6 +412,9 @@ func (c *Config) completeTarget(t *Target) error {
 	}
 	if t.DecisionSource == SourceRecords && t.Records.File == "" && t.Records.URL == "" {
 		bad("decisionSource records needs records.file or records.url")
+	}
+	if t.PDGateProfile != "" && t.PDGateProfile != "prefill" && t.PDGateProfile != "decode" {
+		bad("pdGateProfile must be prefill or decode, got %q", t.PDGateProfile)
 	}
 	if t.Selector.VLLM == "" {
 		if t.Namespace == "" {

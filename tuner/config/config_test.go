@@ -99,6 +99,7 @@ func TestRejects(t *testing.T) {
 		{"short lookback", tgt + "  lookback: 1m\n", "lookback"},
 		{"bad custom profile", "profiles:\n- name: p\n  keys: [base, nope]\n" + tgt, "nope"},
 		{"syncedEPPReplicas not a bool", tgt + "  syncedEPPReplicas: maybe\n", "syncedEPPReplicas"},
+		{"pdGateProfile neither prefill nor decode", tgt + "  pdGateProfile: both\n", "pdGateProfile"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

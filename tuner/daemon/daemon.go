@@ -247,7 +247,7 @@ func (d *Daemon) buildTarget(ct config.Target, q prom.Querier) (*tuner.Target, e
 		return nil, err
 	}
 	et := estimator.Target{Name: ct.Name, VLLMSelector: ct.Selector.VLLM, EPPSelector: ct.Selector.EPP, MaxNumBatchedTokens: ct.MaxNumBatchedTokens,
-		SyncedEPPReplicas: ct.SyncedEPPReplicas}
+		SyncedEPPReplicas: ct.SyncedEPPReplicas, PDGateProfile: ct.PDGateProfile}
 	switch {
 	case ct.PriorPPT > 0:
 		et.Prior = &estimator.Prior{Value: ct.PriorPPT, Origin: estimator.PriorConfigured, Detail: "config priorPPT"}

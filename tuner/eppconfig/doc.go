@@ -18,8 +18,12 @@
 // of a flow mapping), a missing parameters block goes under the plugin entry,
 // a removed key takes only its own line. Inside an embedding the edit is made
 // on the config text and mapped back through the indentation of each literal
-// block scalar that holds it (two for an Application's values string); a
-// config in a quoted or plain string is read but never re-encoded.
+// block scalar that holds it (two for an Application's values string). A
+// config in a double-quoted string (toYaml, kubectl -o yaml) is edited inside
+// the string: each change's ends are mapped to the bytes of the escapes and
+// line folds that produce them, the new text is written escaped, and the
+// value must read back as exactly the intended text; a single-quoted or
+// folded value is read but never re-encoded.
 // The result is parsed again and compared with the original, document by
 // document and as the EPP reads it; any difference beyond the intended change,
 // or parameters the target's EPP build would reject, refuses the edit.

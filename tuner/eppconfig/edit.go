@@ -203,6 +203,9 @@ func (f *File) Edit(changes []Change, prof gate.Profile) ([]byte, error) {
 	if err := f.verify(g, p.expects); err != nil {
 		return nil, err
 	}
+	if err := p.checkQuoted(f, g); err != nil {
+		return nil, err
+	}
 	for _, j := range jobs {
 		if err := checkEdited(g, j.in, j.set, j.remove, prof); err != nil {
 			return nil, err
@@ -274,6 +277,9 @@ func (f *File) config(id string) *Config {
 type plan struct {
 	splices []splice
 	expects []*expectation
+	// decoded holds, for a config in a double-quoted string, its splices
+	// on the decoded text (p.splices has them translated to the file).
+	decoded map[*Config][]splice
 }
 
 // expectation is what an edited instance's parameters must be afterwards.
@@ -302,8 +308,29 @@ type newPair struct {
 
 func (p *plan) add(s splice) { p.splices = append(p.splices, s) }
 
-// instance plans the splices for one filter instance.
+// instance plans the splices for one filter instance; for a config in a
+// double-quoted string they are planned on the decoded text and translated.
 func (p *plan) instance(in Instance, set map[gate.Key]Value, remove map[gate.Key]bool) error {
+	first := len(p.splices)
+	if err := p.planInstance(in, set, remove); err != nil {
+		return err
+	}
+	c := in.Config
+	if c.quoted == nil || len(p.splices) == first {
+		return nil
+	}
+	if p.decoded == nil {
+		p.decoded = map[*Config][]splice{}
+	}
+	p.decoded[c] = append(p.decoded[c], p.splices[first:]...)
+	if err := c.quoted.translate(p.splices[first:]); err != nil {
+		return in.fail(c.dataKeyLn, err)
+	}
+	return nil
+}
+
+// planInstance plans the splices for one filter instance, on the config text.
+func (p *plan) planInstance(in Instance, set map[gate.Key]Value, remove map[gate.Key]bool) error {
 	c := in.Config
 	if c.readOnly != nil {
 		return in.fail(c.dataKeyLn, c.readOnly)

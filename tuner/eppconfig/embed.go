@@ -27,6 +27,7 @@ type scope struct {
 	levels   []level      // enclosing texts, outermost first
 	readOnly error        // why configs in this scope cannot be spliced
 	form     string
+	quoted   *quotedEmbed // the text is a double-quoted string edited in place
 }
 
 // level is one enclosing text of an embedded config and where, in its first
@@ -152,7 +153,7 @@ func (f *File) scanArgoSource(s *scope, src *yaml.Node, path []any) error {
 	if k == nil || v == nil || v.Kind != yaml.ScalarNode || !strings.Contains(v.Value, Kind) {
 		return nil
 	}
-	inner, err := f.enter(s, k, v, extend(path, "helm", "values"))
+	inner, err := f.enter(s, k, v, extend(path, "helm", "values"), false)
 	if err != nil {
 		return err
 	}
@@ -197,17 +198,31 @@ func (f *File) scanValues(s *scope, values *yaml.Node, path []any) error {
 	return nil
 }
 
-// enter returns the scope of the text held by scalar v (key k) at path.
-func (f *File) enter(s *scope, k, v *yaml.Node, path []any) (*scope, error) {
+// enter returns the scope of the text held by scalar v (key k) at path. A
+// config (quotedOK) may sit in a double-quoted string, edited in place; an
+// enclosing text (an Application's values string) only in a literal block.
+func (f *File) enter(s *scope, k, v *yaml.Node, path []any, quotedOK bool) (*scope, error) {
 	text := []byte(v.Value)
 	tm, roErr := blockMap(s.text, k, v)
+	var quoted *quotedEmbed
+	switch {
+	case tm != nil:
+		tm = tm.compose(s.tm)
+	case quotedOK && s.readOnly == nil && v.Style&yaml.DoubleQuotedStyle != 0:
+		var qErr error
+		if tm, quoted, qErr = quotedTextMap(s.text, s.tm, k, v); qErr != nil {
+			roErr = errorf(ErrUnsupported, "the value of data key %q is a double-quoted string gatetuner cannot map back to its bytes (%v); "+
+				"rewrite it as a literal block scalar (%s: |, the config lines indented below it, trailing spaces removed) or edit it by hand",
+				k.Value, qErr, k.Value)
+		} else {
+			roErr = nil
+		}
+	default:
+		roErr = refuseStyle(k, v, roErr)
+	}
 	if tm == nil {
 		// Lines inside the value cannot be mapped; errors point at the key.
-		tm = &textMap{in: newLineTable(text), out: s.text, first: k.Line - 1, fixed: k.Line}
-	}
-	tm = tm.compose(s.tm)
-	if roErr != nil {
-		roErr = refuseStyle(k, v, roErr)
+		tm = (&textMap{in: newLineTable(text), out: s.text, first: k.Line - 1, fixed: k.Line}).compose(s.tm)
 	}
 	if s.readOnly != nil {
 		roErr = s.readOnly
@@ -218,7 +233,8 @@ func (f *File) enter(s *scope, k, v *yaml.Node, path []any) (*scope, error) {
 		return nil, &Error{Source: f.source, Line: tm.fileLine(line), DataKey: k.Value, Err: errorf(ErrMalformed, "malformed YAML: %s", msg)}
 	}
 	lv := level{id: s.id, docs: s.docs, path: path}
-	return &scope{doc: s.doc, id: s.id + "/" + pathString(path), text: tm.in, tm: tm, docs: docs, levels: extend2(s.levels, lv), readOnly: roErr, form: s.form}, nil
+	return &scope{doc: s.doc, id: s.id + "/" + pathString(path), text: tm.in, tm: tm, docs: docs, levels: extend2(s.levels, lv),
+		readOnly: roErr, form: s.form, quoted: quoted}, nil
 }
 
 func extend2(ls []level, l level) []level {
@@ -231,7 +247,7 @@ func (f *File) embedded(s *scope, k, v *yaml.Node, path []any) (*Config, error) 
 	if v = resolve(v); v == nil || v.Kind != yaml.ScalarNode || !strings.Contains(v.Value, Kind) {
 		return nil, nil
 	}
-	inner, err := f.enter(s, k, v, path)
+	inner, err := f.enter(s, k, v, path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +264,7 @@ func (f *File) embedded(s *scope, k, v *yaml.Node, path []any) (*Config, error) 
 	}
 	c := &Config{Document: s.doc, DataKey: k.Value, Path: strings.Join(where, " / "), Form: s.form,
 		file: f, tm: inner.tm, readOnly: inner.readOnly, docs: inner.docs, root: r,
-		dataKeyLn: s.tm.fileLine(k.Line), id: inner.id, levels: inner.levels}
+		dataKeyLn: s.tm.fileLine(k.Line), id: inner.id, levels: inner.levels, quoted: inner.quoted}
 	if err := c.load([]byte(v.Value), 0); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 func TestFormsGolden(t *testing.T) {
 	cases := []struct {
 		file     string
+		golden   string // default: file
 		form     string
 		path     string
 		inUse    bool
@@ -75,6 +76,45 @@ func TestFormsGolden(t *testing.T) {
 			readBack: map[gate.Key]string{gate.KeyMaxTTFTPenaltyMs: "12500"},
 		},
 		{
+			// kubectl get configmap -o yaml: a line with trailing whitespace made the
+			// value a double-quoted string, folded at 80 columns (\n escapes, raw
+			// line breaks read as spaces, "\ " for a continuation's leading space).
+			file: "configmap-kubectl-folded.yaml", form: "ConfigMap",
+			path:    `data["default-plugins.yaml"]`,
+			changes: []Change{{Set: map[gate.Key]Value{gate.KeyMaxTTFTPenaltyMs: Number(4092), gate.KeyPeakPrefillThroughput: Number(21000.5)}}},
+			removed: []string{
+				`    \ parameters:\n    affinityThreshold: 0.8\n    maxTTFTPenaltyMs: 18000\n    peakPrefillThroughput:`,
+				`    15928\n    inFlightLoadProducerName: \"inflight-load-producer\"\n- type: token-load-scorer\nschedulingProfiles:\n-`,
+			},
+			added: []string{
+				`    \ parameters:\n    affinityThreshold: 0.8\n    maxTTFTPenaltyMs: 4092\n    peakPrefillThroughput:`,
+				`    21000.5\n    inFlightLoadProducerName: \"inflight-load-producer\"\n- type: token-load-scorer\nschedulingProfiles:\n-`,
+			},
+			readBack: map[gate.Key]string{gate.KeyMaxTTFTPenaltyMs: "4092", gate.KeyPeakPrefillThroughput: "21000.5"},
+		},
+		{
+			// The same file: a key added after the last parameter and another removed.
+			file: "configmap-kubectl-folded.yaml", golden: "configmap-kubectl-folded-insert-remove.yaml", form: "ConfigMap",
+			path:    `data["default-plugins.yaml"]`,
+			changes: []Change{{Set: set(gate.KeyExplorationProbability, Number(0.05)), Remove: []gate.Key{gate.KeyInFlightLoadProducerName}}},
+			removed: []string{
+				`    15928\n    inFlightLoadProducerName: \"inflight-load-producer\"\n- type: token-load-scorer\nschedulingProfiles:\n-`,
+			},
+			added: []string{
+				`    15928\n    explorationProbability: 0.05\n- type: token-load-scorer\nschedulingProfiles:\n-`,
+			},
+			readBack: map[gate.Key]string{gate.KeyMaxTTFTPenaltyMs: "18000", gate.KeyPeakPrefillThroughput: "15928"},
+		},
+		{
+			// helm template: toYaml wrote the value as one double-quoted line.
+			file: "configmap-double-quoted.yaml", form: "ConfigMap",
+			path:     `data["default-plugins.yaml"]`,
+			changes:  []Change{{Set: set(gate.KeyMaxTTFTPenaltyMs, Number(5000))}},
+			removed:  []string{`  default-plugins.yaml: "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer \n- type: inflight-load-producer\n- type: prefix-cache-affinity-filter\n  parameters:\n    maxTTFTPenaltyMs: 18000\n    peakPrefillThroughput: 15928\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: prefix-cache-affinity-filter\n  - pluginRef: queue-scorer\n"`},
+			added:    []string{`  default-plugins.yaml: "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer \n- type: inflight-load-producer\n- type: prefix-cache-affinity-filter\n  parameters:\n    maxTTFTPenaltyMs: 5000\n    peakPrefillThroughput: 15928\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: prefix-cache-affinity-filter\n  - pluginRef: queue-scorer\n"`},
+			readBack: map[gate.Key]string{gate.KeyMaxTTFTPenaltyMs: "5000", gate.KeyPeakPrefillThroughput: "15928"},
+		},
+		{
 			file: "list-configmaps.yaml", form: "ConfigMap in a List",
 			path:     `items[0].data["default-plugins.yaml"]`,
 			changes:  []Change{{Target: Target{DataKey: "default-plugins.yaml"}, Set: set(gate.KeyPeakPrefillThroughput, Number(8000))}},
@@ -85,7 +125,10 @@ func TestFormsGolden(t *testing.T) {
 	}
 	prof := mustProfile(t, "")
 	for _, tc := range cases {
-		t.Run(tc.file, func(t *testing.T) {
+		if tc.golden == "" {
+			tc.golden = tc.file
+		}
+		t.Run(tc.golden, func(t *testing.T) {
 			name := filepath.Join("forms", tc.file)
 			in := readSample(t, name)
 			f, err := Parse(in, tc.file)
@@ -106,7 +149,7 @@ func TestFormsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "golden", "forms", tc.file)
+			golden := filepath.Join("testdata", "golden", "forms", tc.golden)
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
 					t.Fatal(err)
@@ -155,30 +198,74 @@ func TestFormsGolden(t *testing.T) {
 }
 
 // TestFormsRefusals pins what cannot be spliced: the error names the key and
-// says what to do, and no bytes come back.
+// says what to do, and no bytes come back. (A double-quoted ConfigMap value
+// was refused here before; it is now edited inside the string, see
+// TestFormsGolden. The forms below still are refused.)
 func TestFormsRefusals(t *testing.T) {
-	in := readSample(t, filepath.Join("forms", "configmap-double-quoted.yaml"))
-	f, err := Parse(in, "configmap-double-quoted.yaml")
-	if err != nil {
-		t.Fatalf("a double-quoted value must still be readable: %v", err)
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: epp\ndata:\n"
+	cases := []struct {
+		name    string
+		in      string
+		changes []Change
+		want    string
+	}{
+		{
+			name:    "a single-quoted string",
+			in:      cm + "  epp.yaml: 'apiVersion: llm-d.ai/v1alpha1\n\n    kind: EndpointPickerConfig\n\n    plugins:\n\n    - {type: prefix-cache-affinity-filter, parameters: {maxTTFTPenaltyMs: 7}}\n\n    '\n",
+			changes: []Change{{Set: set(gate.KeyMaxTTFTPenaltyMs, Number(5000))}},
+			want: `cm.yaml:6: data key "epp.yaml": plugin "prefix-cache-affinity-filter": the value of data key "epp.yaml" is not a literal block scalar (|); cannot splice it: ` +
+				`it is a single-quoted string (as Helm's toYaml or kubectl -o yaml write one when a line has trailing whitespace), and gatetuner does not re-encode it: ` +
+				`rewrite it as a literal block scalar (epp.yaml: |, the config lines indented below it, trailing spaces removed) or edit it by hand`,
+		},
+		{
+			name:    "a folded block scalar",
+			in:      cm + "  epp.yaml: >\n    apiVersion: llm-d.ai/v1alpha1\n\n    kind: EndpointPickerConfig\n\n    plugins:\n\n    - {type: prefix-cache-affinity-filter, parameters: {maxTTFTPenaltyMs: 7}}\n",
+			changes: []Change{{Set: set(gate.KeyMaxTTFTPenaltyMs, Number(5000))}},
+			want: `cm.yaml:6: data key "epp.yaml": plugin "prefix-cache-affinity-filter": the value of data key "epp.yaml" is not a literal block scalar (|); cannot splice it: ` +
+				`it is a folded block scalar (>) (as Helm's toYaml or kubectl -o yaml write one when a line has trailing whitespace), and gatetuner does not re-encode it: ` +
+				`rewrite it as a literal block scalar (epp.yaml: |, the config lines indented below it, trailing spaces removed) or edit it by hand`,
+		},
+		{
+			// Hand-written: the blank line after peakPrefillThroughput is two raw line
+			// breaks folded into "\n\n"; removing the key would end inside them.
+			name: "a double-quoted string, a change ending inside a folded line break",
+			in: cm + "  epp.yaml: \"apiVersion: llm-d.ai/v1alpha1\\nkind: EndpointPickerConfig\\nplugins:\\n- type: prefix-cache-affinity-filter\\n  parameters:\\n    peakPrefillThroughput: 15928\n\n\n" +
+				"    \\    maxTTFTPenaltyMs: 1\\n\"\n",
+			changes: []Change{{Remove: []gate.Key{gate.KeyPeakPrefillThroughput}}},
+			want: `cm.yaml:6: data key "epp.yaml": plugin "prefix-cache-affinity-filter": the value of key "epp.yaml" is a double-quoted string and the change would begin or end ` +
+				`inside an escape sequence or a folded line break of it; rewrite it as a literal block scalar (epp.yaml: |, the config lines indented below it, trailing spaces removed) ` +
+				`or edit it by hand`,
+		},
+		{
+			name: "an Application's values as a double-quoted string",
+			in: "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: epp}\nspec:\n  source:\n    helm:\n      values: \"router:\\n  epp:\\n    pluginsCustomConfig:\\n" +
+				"      a.yaml: |\\n        apiVersion: llm-d.ai/v1alpha1\\n        kind: EndpointPickerConfig\\n        plugins:\\n        - type: prefix-cache-affinity-filter\\n\"\n",
+			changes: []Change{{Set: set(gate.KeyMaxTTFTPenaltyMs, Number(5000))}},
+			want: `cm.yaml:7: data key "a.yaml": plugin "prefix-cache-affinity-filter": the value of data key "values" is not a literal block scalar (|); cannot splice it: ` +
+				`it is a double-quoted string (as Helm's toYaml or kubectl -o yaml write one when a line has trailing whitespace), and gatetuner does not re-encode it: ` +
+				`rewrite it as a literal block scalar (values: |, the config lines indented below it, trailing spaces removed) or edit it by hand`,
+		},
 	}
-	sel, err := f.Select(Target{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := sel.Params(mustProfile(t, "")); err != nil || p.MaxTTFTPenaltyMs != 18000 {
-		t.Fatalf("Params = %v, %v; want the value read through the quoting", p.MaxTTFTPenaltyMs, err)
-	}
-	out, err := f.Edit([]Change{{Set: set(gate.KeyMaxTTFTPenaltyMs, Number(5000))}}, mustProfile(t, ""))
-	if err == nil || out != nil {
-		t.Fatalf("Edit = %d bytes, %v; want a refusal", len(out), err)
-	}
-	const want = `configmap-double-quoted.yaml:8: data key "default-plugins.yaml": plugin "prefix-cache-affinity-filter": the value of data key "default-plugins.yaml" is not a literal block scalar (|); cannot splice it: it is a double-quoted string (as Helm's toYaml or kubectl -o yaml write one when a line has trailing whitespace), and gatetuner does not re-encode it: rewrite it as a literal block scalar (default-plugins.yaml: |, the config lines indented below it, trailing spaces removed) or edit it by hand`
-	if err.Error() != want {
-		t.Errorf("error:\n got %s\nwant %s", err, want)
-	}
-	if !errors.Is(err, ErrUnsupported) {
-		t.Errorf("error does not wrap ErrUnsupported")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse([]byte(tc.in), "cm.yaml")
+			if err != nil {
+				t.Fatalf("the value must still be readable: %v", err)
+			}
+			if _, err := f.Select(Target{}); err != nil {
+				t.Fatal(err)
+			}
+			out, err := f.Edit(tc.changes, mustProfile(t, ""))
+			if err == nil || out != nil {
+				t.Fatalf("Edit = %d bytes, %v; want a refusal\n%s", len(out), err, out)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error:\n got %s\nwant %s", err, tc.want)
+			}
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("error does not wrap ErrUnsupported")
+			}
+		})
 	}
 }
 

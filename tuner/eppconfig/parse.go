@@ -73,6 +73,7 @@ type Config struct {
 	dataKeyLn  int          // file line of the ConfigMap data key (0 for bare configs)
 	id         string       // document and path: what identifies the config across a re-parse
 	levels     []level      // the texts enclosing an embedded config, outermost first
+	quoted     *quotedEmbed // set when the config text is a double-quoted string
 }
 
 // Plugin is one entry of a config's plugins list.

@@ -250,11 +250,20 @@ func TestConfigMapEdits(t *testing.T) {
 			want:    cmHead + "  epp.yaml: |\n" + strings.Replace(edited("    "), "    plugins:\n", "\n    plugins:\n  \n", 1) + "  other: x\n",
 		},
 		{
-			name:    "double-quoted value can be read but not spliced",
+			// Was refused ("not a literal block scalar"); a double-quoted value is
+			// now edited inside the string. The single-quoted one still is refused.
+			name:    "double-quoted value gets a parameters block inside the string",
 			in:      cmHead + "  epp.yaml: \"apiVersion: llm-d.ai/v1alpha1\\nkind: EndpointPickerConfig\\nplugins:\\n- type: prefix-cache-affinity-filter\\n\"\n",
 			changes: []Change{{Set: both}},
+			want: cmHead + "  epp.yaml: \"apiVersion: llm-d.ai/v1alpha1\\nkind: EndpointPickerConfig\\nplugins:\\n- type: prefix-cache-affinity-filter" +
+				"\\n  parameters:\\n    maxTTFTPenaltyMs: 4092\\n    peakPrefillThroughput: 4783\\n\"\n",
+		},
+		{
+			name:    "single-quoted value can be read but not spliced",
+			in:      cmHead + "  epp.yaml: 'apiVersion: llm-d.ai/v1alpha1\n\n    kind: EndpointPickerConfig\n\n    plugins:\n\n    - type: prefix-cache-affinity-filter\n\n    '\n",
+			changes: []Change{{Set: both}},
 			wantErr: ErrUnsupported,
-			errHas:  `epp.yaml:6: data key "epp.yaml": plugin "prefix-cache-affinity-filter": the value of data key "epp.yaml" is not a literal block scalar (|); cannot splice it`,
+			errHas:  `epp.yaml:6: data key "epp.yaml": plugin "prefix-cache-affinity-filter": the value of data key "epp.yaml" is not a literal block scalar (|); cannot splice it: it is a single-quoted string`,
 		},
 		{
 			name: "two data keys edited in one output",
@@ -277,7 +286,8 @@ func TestConfigMapEdits(t *testing.T) {
 }
 
 func TestReadOnlyConfigMapValueStillReads(t *testing.T) {
-	in := "apiVersion: v1\nkind: ConfigMap\ndata:\n  epp.yaml: \"apiVersion: llm-d.ai/v1alpha1\\nkind: EndpointPickerConfig\\nplugins:\\n- type: prefix-cache-affinity-filter\\n  parameters: {maxTTFTPenaltyMs: 7}\\n\"\n"
+	// A single-quoted value (a double-quoted one, used here before, is now editable).
+	in := "apiVersion: v1\nkind: ConfigMap\ndata:\n  epp.yaml: 'apiVersion: llm-d.ai/v1alpha1\n\n    kind: EndpointPickerConfig\n\n    plugins:\n\n    - {type: prefix-cache-affinity-filter, parameters: {maxTTFTPenaltyMs: 7}}\n\n    '\n"
 	f, err := Parse([]byte(in), "cm.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,9 @@ type textMap struct {
 	indent int        // block indentation stripped from each line (0 for a whole file)
 	block  bool
 	fixed  int // when > 0, the file line every position reports (lines cannot be mapped)
+	// lines, when set, is the 1-based file line of each 0-based line of the
+	// text (a config decoded from a double-quoted string).
+	lines []int
 }
 
 func identityMap(t *lineTable) *textMap { return &textMap{in: t, out: t} }
@@ -132,6 +135,9 @@ func identityMap(t *lineTable) *textMap { return &textMap{in: t, out: t} }
 func (m *textMap) fileLine(line int) int {
 	if m.fixed > 0 {
 		return m.fixed
+	}
+	if m.lines != nil {
+		return m.lines[max(0, min(line, len(m.lines))-1)]
 	}
 	if line <= 0 {
 		return 0

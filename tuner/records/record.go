@@ -6,15 +6,14 @@
 package records
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/internal/lines"
 )
 
 // Record is one filter decision's input.
@@ -76,16 +75,13 @@ type Stats struct {
 
 // Reader streams records from JSON lines.
 type Reader struct {
-	br       *bufio.Reader
+	lr       *lines.Reader
 	opts     Options
-	line     int
-	long     []byte
 	sc       scanner
 	rec      Record
 	names    []byte // arena for endpoint names and other strings of one record
 	stats    Stats
 	badLines []LineError
-	sniffed  bool // the input was checked for gzip
 }
 
 // NewReader returns a reader over r.
@@ -96,7 +92,9 @@ func NewReader(r io.Reader, opts Options) *Reader {
 	if opts.KeepBadLines <= 0 {
 		opts.KeepBadLines = 100
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 1<<20), opts: opts}
+	// The input is checked for gzip at the first Next (a constructor that
+	// cannot fail must not block on stdin).
+	return &Reader{lr: lines.NewReader(r, 1<<20, opts.MaxLineBytes), opts: opts}
 }
 
 // Stats returns the counts so far.
@@ -110,16 +108,25 @@ func (r *Reader) BadLines() []LineError { return r.badLines }
 // and skipped. Other errors are I/O failures.
 func (r *Reader) Next() (*Record, error) {
 	for {
-		line, err := r.readLine()
+		line, overlong, err := r.lr.Next()
 		if err != nil {
-			return nil, err
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read records: %w", err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		var reason string
+		switch {
+		case overlong: // one bad line, not cut into several
+			reason = fmt.Sprintf("line longer than %d bytes", r.opts.MaxLineBytes)
+		case len(bytes.TrimSpace(line)) == 0:
 			continue
+		default:
+			reason = r.decode(line)
 		}
-		if reason := r.decode(line); reason != "" {
+		if reason != "" {
 			r.stats.Bad++
-			le := LineError{Line: r.line, Reason: reason}
+			le := LineError{Line: r.lr.Line(), Reason: reason}
 			if len(r.badLines) < r.opts.KeepBadLines {
 				r.badLines = append(r.badLines, le)
 			}
@@ -138,83 +145,6 @@ func (r *Reader) Next() (*Record, error) {
 	}
 }
 
-var errLineTooLong = errors.New("line too long")
-
-func (r *Reader) readLine() ([]byte, error) {
-	if !r.sniffed {
-		if err := r.sniff(); err != nil {
-			return nil, err
-		}
-	}
-	r.line++
-	line, err := r.br.ReadSlice('\n')
-	if err == nil || (err == io.EOF && len(line) > 0) {
-		if contentLen(line) > r.opts.MaxLineBytes {
-			return badLine(), nil
-		}
-		return line, nil
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		if err == io.EOF {
-			return nil, io.EOF
-		}
-		return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
-	}
-	// A line longer than the buffer: gather it while it fits the bound;
-	// once over it, drop every later part of the line.
-	r.long = append(r.long[:0], line...)
-	tooLong := false
-	for {
-		line, err = r.br.ReadSlice('\n')
-		if !tooLong {
-			r.long = append(r.long, line...)
-			tooLong = contentLen(r.long) > r.opts.MaxLineBytes
-		}
-		switch {
-		case err == nil || errors.Is(err, io.EOF):
-			if tooLong {
-				return badLine(), nil
-			}
-			return r.long, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			return nil, fmt.Errorf("read records: line %d: %w", r.line, err)
-		}
-	}
-}
-
-// badLine decodes as a bad line (an over-long line is counted bad, not cut).
-func badLine() []byte { return []byte(" \x00") }
-
-// contentLen is a line's length without its "\n" or "\r\n" terminator:
-// the bound counts what the line holds.
-func contentLen(line []byte) int {
-	n := len(line)
-	if n > 0 && line[n-1] == '\n' {
-		n--
-		if n > 0 && line[n-1] == '\r' {
-			n--
-		}
-	}
-	return n
-}
-
-// sniff decompresses the input when it starts with the gzip magic bytes
-// (1f 8b), whatever the file is called or when it arrives on stdin.
-func (r *Reader) sniff() error {
-	r.sniffed = true
-	if b, _ := r.br.Peek(2); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		return nil
-	}
-	zr, err := gzip.NewReader(r.br)
-	if err != nil {
-		return fmt.Errorf("read records: gzip: %w", err)
-	}
-	r.br = bufio.NewReaderSize(zr, r.br.Size())
-	return nil
-}
-
 // keep copies b into the record's arena.
 func (r *Reader) keep(b []byte) []byte {
 	start := len(r.names)
@@ -225,7 +155,7 @@ func (r *Reader) keep(b []byte) []byte {
 // decode parses one line into r.rec; it returns the reason the line is bad, or "".
 func (r *Reader) decode(line []byte) string {
 	rec := &r.rec
-	*rec = Record{Line: r.line, PromptTokens: -1, Endpoints: rec.Endpoints[:0], Names: rec.Names[:0]}
+	*rec = Record{Line: r.lr.Line(), PromptTokens: -1, Endpoints: rec.Endpoints[:0], Names: rec.Names[:0]}
 	r.names = r.names[:0]
 	sc := &r.sc
 	sc.reset(line)

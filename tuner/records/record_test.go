@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -263,5 +264,35 @@ func TestLineBoundCountsTheContent(t *testing.T) {
 				t.Fatalf("the line after: %+v", last)
 			}
 		})
+	}
+}
+
+// TestOverLongLineIsNamed: an over-long line is one bad line whose reason
+// says so, with its line number, and strict mode stops there.
+func TestOverLongLineIsNamed(t *testing.T) {
+	in := `{"endpoints":[]}` + "\n" + strings.Repeat(" ", 150) + `{"endpoints":[]}` + "\n" + `{"endpoints":[]}` + "\n"
+	r := NewReader(strings.NewReader(in), Options{MaxLineBytes: 100})
+	n := 0
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	want := []LineError{{Line: 2, Reason: "line longer than 100 bytes"}}
+	if n != 2 || !reflect.DeepEqual(r.BadLines(), want) {
+		t.Fatalf("%d records, bad lines %v; want 2 and %v", n, r.BadLines(), want)
+	}
+	r = NewReader(strings.NewReader(in), Options{MaxLineBytes: 100, Strict: true})
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	var le *LineError
+	if _, err := r.Next(); !errors.As(err, &le) || *le != want[0] {
+		t.Fatalf("strict: %v, want %v", err, want[0])
 	}
 }
