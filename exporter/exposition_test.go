@@ -33,7 +33,7 @@ func filled(t *testing.T) *Metrics {
 	tg := "qwen"
 	for _, g := range []*prometheus.GaugeVec{m.DrainRate, m.DrainRateLow, m.DrainRateHigh, m.NominalRate, m.PerRequestRate,
 		m.EstimateConfidence, m.EstimateConclusive, m.RequestRate, m.ShadowWindowStart, m.RestartCost, m.RestartSaving,
-		m.LastCycle, m.LastApply, m.TargetUp} {
+		m.LastCycle, m.LastApply, m.TargetUp, m.CycleQueries, m.CycleReplayed} {
 		g.WithLabelValues(tg).Set(1)
 	}
 	m.EstimateReason.WithLabelValues(tg, "few-saturated-windows").Set(1)

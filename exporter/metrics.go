@@ -69,6 +69,10 @@ type Metrics struct {
 	LastCycle     *prometheus.GaugeVec   // {target}
 	LastApply     *prometheus.GaugeVec   // {target}
 	CycleDuration *prometheus.HistogramVec
+	// CycleQueries and CycleReplayed are what the last cycle cost: its
+	// Prometheus queries and the decisions it replayed in shadow.
+	CycleQueries  *prometheus.GaugeVec // {target}
+	CycleReplayed *prometheus.GaugeVec // {target}
 	Leader        prometheus.Gauge
 	TargetUp      *prometheus.GaugeVec // {target}
 	StreamUp      *StreamHealth        // gatetuner_records_stream_up{target}
@@ -139,6 +143,8 @@ func New(version, commit string) *Metrics {
 	m.CycleDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gatetuner_cycle_duration_seconds", Help: "Duration of a tuning cycle.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}, []string{"target"})
 	reg.MustRegister(m.CycleDuration)
+	m.CycleQueries = g("cycle_prometheus_queries", "Prometheus queries the target's last cycle ran: the lookback estimate's and the windows' of the day not cached.", "target")
+	m.CycleReplayed = g("cycle_replayed_decisions", "Decisions the target's last cycle replayed in shadow: those new since the cycle before, or the whole history when the replay was rebuilt.", "target")
 	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatetuner_leader", Help: "1 when this replica holds the leader lease (or runs without election)."})
 	reg.MustRegister(m.Leader)
 	m.TargetUp = g("target_up", "1 when the target's last cycle completed without error.", "target")

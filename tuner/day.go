@@ -94,6 +94,9 @@ type spanEstimate struct {
 	daySpan
 	est *estimator.Estimates
 	err string
+	// final: the span is complete and its estimates are cached (later
+	// cycles get the same ones).
+	final bool
 }
 
 // spanKey identifies a span in the cache.
@@ -151,6 +154,7 @@ func (t *Tuner) daySpans(ctx context.Context, tg *Target, params gate.Params, es
 		c, hit := cache.spans[key]
 		t.dayMu.Unlock()
 		if hit {
+			c.final = true
 			d.queries.SpansCached++
 			d.spans = append(d.spans, c)
 			keep[key] = c
@@ -167,10 +171,11 @@ func (t *Tuner) daySpans(ctx context.Context, tg *Target, params gate.Params, es
 			d.queries.Queries += e.Queries.Queries
 			d.queries.Failed += e.Queries.Failed
 		}
-		d.spans = append(d.spans, sp)
 		if complete && (sp.est == nil || sp.est.Queries.Failed == 0) {
+			sp.final = true
 			keep[key] = sp
 		}
+		d.spans = append(d.spans, sp)
 	}
 	// Only spans still inside the history are kept: memory stays bounded.
 	t.dayMu.Lock()

@@ -65,6 +65,10 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 			m.Applies.WithLabelValues(tg, "failed").Inc()
 		}
 	}
+	if c := rep.cost; c != nil {
+		m.CycleQueries.WithLabelValues(tg).Set(float64(c.queries))
+		m.CycleReplayed.WithLabelValues(tg).Set(float64(c.replayed))
+	}
 	t.recordParameters(rep)
 	if e := rep.Estimates; e != nil {
 		t.recordEstimates(tg, e)

@@ -2,12 +2,9 @@ package tuner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
@@ -68,19 +65,25 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 	// A data reason yields to the target's state (docs/holds.md's order).
 	dataHold := func(h *halt) *halt { return stateFirst(rep, &tr.snap.State, now, h) }
 
-	window := shadowWindow(now, pol.History, &tr.snap.State)
+	window := shadowWindow(now, pol.History, &tr.snap.State, dayClockOf(pol))
 	day := t.daySpans(ctx, tg, tr.params, est, window, now)
+	rep.cost = &cycleCost{queries: est.Queries.Queries + day.queries.Queries}
 	src, h := t.decisionSource(tg, est, day, now)
 	if h != nil {
 		return nil, dataHold(h)
 	}
 	rep.Source = src.Kind()
 	drain, ppt := chooseThroughputFor(est, tr.params, tg.Config, tg.Profile)
-	cands := BuildCandidates(CandidateSpec{Current: tr.params, Profile: tg.Profile, DrainRate: drain, TTFTSLOMs: tg.Config.TTFTSLOMs})
 	if drain <= 0 {
 		return nil, dataHold(held(HoldInconclusive, ppt.Note))
 	}
-	rp, h := t.replay(ctx, tg, src, est, tr.params, window, cands, drain)
+	in, ratesHeld := t.replayRates(tg.Config.Name, est, tr.params, drain, &ppt)
+	cands := BuildCandidates(CandidateSpec{Current: tr.params, Profile: tg.Profile, DrainRate: in.drain, TTFTSLOMs: tg.Config.TTFTSLOMs})
+	drain = in.drain
+	for _, c := range cands {
+		in.settings = append(in.settings, c.Settings)
+	}
+	rp, h := t.replay(ctx, tg, src, day, window, &in)
 	if h != nil {
 		if h.reason == HoldInconclusive {
 			h = dataHold(h)
@@ -88,12 +91,21 @@ func (t *Tuner) planStages(ctx context.Context, tg *Target, rep *Report, now tim
 		return nil, h
 	}
 	rep.gateInput = rp.gateInput
+	rep.cost.replayed = rp.replay.Decisions
 
 	obj := objectiveFor(src.Kind(), est, *pol.BlockSizeTokens)
 	ch := choose(cands, obj, rp, *pol.MaxStep, *pol.MinDecisions)
 	rec := evidence(tg, src.Kind(), est, drain, ppt, cands, rp, obj, ch)
 	rec.Evidence.Day = dayView(pol, cands, rp, obj, ch, day)
-	applyWindowEvidence(pol, now, rec, day, rp, func() *recentEstimate { return t.recentEstimate(ctx, tg, tr.params, now) })
+	rec.Evidence.Replay = rp.replay
+	rec.Evidence.Replay.RatesHeld = ratesHeld
+	applyWindowEvidence(pol, now, rec, day, rp, func() *recentEstimate {
+		r := t.recentEstimate(ctx, tg, tr.params, now)
+		if r != nil && r.est != nil {
+			rep.cost.queries += r.est.Queries.Queries
+		}
+		return r
+	})
 	rep.Recommendation = rec
 	rep.shadowCur, rep.shadowRec, rep.shadowScale = rp.fresh.Counts(0), rp.fresh.Counts(ch.rec), rp.scale
 	rec.Evidence.Confidence = confidence(pol, day.coverageOf(est), src.Kind(), ppt, rp, obj, ch)
@@ -177,7 +189,9 @@ func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, day *dayEvi
 	}
 	m := &Model{Est: est, BlockSizeTokens: *tg.Config.Policy.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix())}
 	if day.perWindow {
-		m.Spans = day.modelSpans()
+		// Each span draws from its own seed (the Tuner's and its start): a
+		// later cycle redraws a completed window's decisions exactly.
+		m.Spans, m.Seed = day.modelSpans(), t.Seed
 	}
 	if err := m.Usable(); err != nil {
 		return nil, held(HoldInconclusive, err.Error())
@@ -196,10 +210,12 @@ func stateFirst(rep *Report, st *sink.State, now time.Time, h *halt) *halt {
 	return h
 }
 
-// shadowWindow is the history, cut at the last change that took effect (a
+// shadowWindow is the history — from the start of the window of the day
+// that now − history falls in, so the evidence holds whole windows and a
+// later cycle can reuse them — cut at the last change that took effect (a
 // window spanning an apply mixes two configs).
-func shadowWindow(now time.Time, history time.Duration, st *sink.State) WindowView {
-	from := now.Add(-history)
+func shadowWindow(now time.Time, history time.Duration, st *sink.State, clock dayClock) WindowView {
+	from := clock.start(now.Add(-history))
 	w := WindowView{From: from, To: now}
 	if eff := lastChange(st); eff.After(from) {
 		w.From, w.CutAtApply = eff, true
@@ -227,6 +243,8 @@ type replayed struct {
 	fresh    *shadow.Accumulator
 	total    []shadow.Counts
 	outcomes []shadow.FeedbackOutcome
+	// replay is what the cycle replayed and reused.
+	replay ReplayView
 	// costs are the candidates' excess tokens, scaled to the window's real
 	// requests (scale: the model's draws stand for several); windowCosts
 	// the same per window of the day ([window][candidate]).
@@ -238,61 +256,6 @@ type replayed struct {
 	fbRate       float64
 	fbRates      map[string]float64
 	fbRateSource string
-}
-
-// replay runs every candidate over the window's decisions: the shadow
-// accumulators per window of the day and the feedback replay, which
-// carries each candidate's own load forward in time order (docs/tuner.md).
-func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, est *estimator.Estimates, params gate.Params,
-	window WindowView, cands []Candidate, drain float64) (*replayed, *halt) {
-	settings := make([]gate.Settings, len(cands))
-	for i, c := range cands {
-		settings[i] = c.Settings
-	}
-	sctx, span := t.stage(ctx, "shadow")
-	clock := dayClockOf(tg.Config.Policy)
-	nw := clock.windows()
-	r := &replayed{window: window, width: window.To.Sub(window.From), clock: clock, parts: make([]*shadow.Accumulator, nw),
-		reqs: make([]float64, nw), n: make([]int64, nw), partScal: make([]float64, nw), days: make([]int, nw)}
-	for i := range r.parts {
-		r.parts[i] = shadow.NewAccumulator(settings, drain)
-	}
-	lastDay := make([]int64, nw)
-	r.fbRate, r.fbRates, r.fbRateSource = feedbackRates(est, params)
-	r.fb = shadow.NewFeedback(settings, shadow.FeedbackOptions{Rate: r.fbRate, Rates: r.fbRates, Parts: nw,
-		PrefixReplicas: src.Kind() == SourceKindRecords})
-	span.SetAttributes(attribute.Int("gatetuner.candidates", len(cands)))
-	var fd shadow.FeedbackDecision
-	since := t.freshSince(tg.Config.Name, window.From)
-	r.fresh = shadow.NewAccumulator(settings, drain)
-	err := src.Replay(sctx, window.From, window.To, func(d *Decision) error {
-		if !d.TS.Before(since) {
-			r.fresh.Add(d.Endpoints)
-		}
-		k := clock.index(d.TS)
-		if day := d.TS.Add(-clock.offset(d.TS)).Unix(); r.days[k] == 0 || lastDay[k] != day {
-			r.days[k]++
-			lastDay[k] = day
-		}
-		r.n[k]++
-		r.reqs[k] += max(d.Weight, 0) + boolWeight(d.Weight <= 0)
-		ds := r.parts[k].Add(d.Endpoints)
-		r.parts[k].Observe(&ds[0], d.Observed)
-		fd = shadow.FeedbackDecision{At: d.TS.Sub(window.From).Seconds(), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
-			PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: k}
-		r.fb.Add(&fd)
-		return nil
-	})
-	span.End()
-	if err != nil {
-		if errors.Is(err, ErrModelData) {
-			return nil, held(HoldInconclusive, err.Error())
-		}
-		return nil, failed(fmt.Sprintf("shadow: %v", err))
-	}
-	r.tally(src.Kind(), len(cands))
-	t.markCounted(tg.Config.Name, window.To)
-	return r, nil
 }
 
 // boolWeight is 1 for a decision without a weight (it stands for one request).

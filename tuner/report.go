@@ -41,6 +41,15 @@ type Report struct {
 	shadowCur, shadowRec *shadow.Counts
 	shadowScale          float64
 	gateInput            GateInput
+	// cost is what the cycle ran: its Prometheus queries (once it
+	// estimated) and the decisions it replayed.
+	cost *cycleCost
+}
+
+// cycleCost is one cycle's Prometheus queries and replayed decisions.
+type cycleCost struct {
+	queries  int
+	replayed int64
 }
 
 // ApprovalView is mode approve's verdict: the recommendation's hash, the
@@ -129,6 +138,29 @@ type Evidence struct {
 	// Day is the day-level choice: every window of the daily cycle, current
 	// vs recommended vs that window's own best (docs/tuner.md, "Decide on the day").
 	Day *DayView `json:"day,omitempty"`
+	// Replay is what this cycle's shadow replay replayed and reused.
+	Replay ReplayView `json:"replay"`
+}
+
+// ReplayView says what a cycle's shadow replay did: how much it replayed
+// and what it took from earlier cycles (docs/tuner.md, "Cost").
+type ReplayView struct {
+	// Decisions is how many decisions this cycle replayed: those new since
+	// the last cycle (records), the windows not complete yet (the model), or
+	// the whole history when the stream was rebuilt.
+	Decisions int64 `json:"decisions"`
+	// Spans is how many spans (a window of one day) the evidence holds;
+	// SpansReused how many of them this cycle took from earlier cycles.
+	Spans       int `json:"spans"`
+	SpansReused int `json:"spansReused"`
+	// Continued: the cycle continued the replay an earlier cycle built;
+	// Rebuilt says why it did not.
+	Continued bool   `json:"continued"`
+	Rebuilt   string `json:"rebuilt,omitempty"`
+	// RatesHeld: the prefill rates replayed are the stream's, within 5 % of
+	// this cycle's estimate (the throughput note says both).
+	RatesHeld bool   `json:"ratesHeld,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // DayView is the day-level choice over the windows of the daily cycle.

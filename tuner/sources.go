@@ -25,3 +25,11 @@ type (
 
 // ErrModelData is returned when the estimates lack what the model needs.
 var ErrModelData = source.ErrModelData
+
+// The resumable sources' names (package source).
+type (
+	// Mark is where a resumable source stopped.
+	Mark = source.Mark
+	// Resumer is a decision source a later cycle can resume.
+	Resumer = source.Resumer
+)

@@ -60,6 +60,10 @@ type Tuner struct {
 	// days holds, per target, the completed windows' estimates (day.go).
 	dayMu sync.Mutex
 	days  map[string]*dayCache
+	// replays holds, per target, the shadow replay carried from cycle to
+	// cycle (replay.go).
+	replayMu sync.Mutex
+	replays  map[string]*replayStream
 }
 
 func (t *Tuner) now() time.Time {

@@ -160,6 +160,24 @@ func (a *Accumulator) Observe(current *gate.Decision, outcome []byte) {
 	}
 }
 
+// Merge adds o's tallies into a; o counts the same settings (in order).
+func (a *Accumulator) Merge(o *Accumulator) {
+	for i := range a.counts {
+		a.counts[i].Add(&o.counts[i])
+	}
+	a.penaltyMs.Merge(&o.penaltyMs)
+	a.gapMinusMatched.Merge(&o.gapMinusMatched)
+	a.agreement.add(&o.agreement)
+}
+
+func (g *Agreement) add(o *Agreement) {
+	g.Agree += o.Agree
+	g.Disagree += o.Disagree
+	g.Explained += o.Explained
+	g.Unmodelled += o.Unmodelled
+	g.Unobserved += o.Unobserved
+}
+
 // Counts returns settings entry i's tallies.
 func (a *Accumulator) Counts(i int) *Counts { return &a.counts[i] }
 

@@ -46,6 +46,11 @@ type FeedbackDecision struct {
 	Chosen []byte
 	// Part is the part (sub-window) the decision is tallied in.
 	Part int
+	// Decided, when set, are the filter's decisions on Endpoints under each
+	// settings entry (an Accumulator's, index as the settings): a settings
+	// whose trajectory has not diverged sees the recorded endpoints and
+	// reuses its decision instead of deciding again.
+	Decided []gate.Decision
 }
 
 // FeedbackOutcome is one settings entry's estimated outcome in the
@@ -116,6 +121,9 @@ type Feedback struct {
 	settings []gate.Settings
 	opt      FeedbackOptions
 	parts    int
+	// lo and hi bound the entries replayed and tallied (a shard's; entry 0
+	// always decides the recorded choice).
+	lo, hi int
 
 	// Endpoint identity: names to slots (position when unnamed).
 	slots map[string]int
@@ -152,7 +160,7 @@ func NewFeedback(settings []gate.Settings, opt FeedbackOptions) *Feedback {
 	parts := max(opt.Parts, 1)
 	f := &Feedback{settings: settings, opt: opt, parts: parts, slots: map[string]int{},
 		delta: make([][]float64, len(settings)), dirty: make([]bool, len(settings)), tallies: make([][]feedbackTally, parts),
-		replicas: make([][]replica, len(settings))}
+		replicas: make([][]replica, len(settings)), hi: len(settings)}
 	for p := range f.tallies {
 		f.tallies[p] = make([]feedbackTally, len(settings))
 	}
@@ -258,7 +266,13 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	// The recorded choice: the live EPP's, else the picker model's under
 	// the settings the decisions were recorded with.
 	cur := &f.settings[0]
-	dec0 := gate.Decide(cur, d.Endpoints)
+	reuse := len(d.Decided) == len(f.settings)
+	var dec0 gate.Decision
+	if reuse {
+		dec0 = d.Decided[0]
+	} else {
+		dec0 = gate.Decide(cur, d.Endpoints)
+	}
 	model := pick(cur, d.Endpoints, &dec0)
 	rec := -1
 	if d.Chosen != nil && len(d.Names) == n {
@@ -303,14 +317,15 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	for i := 0; i < n; i++ {
 		f.adj[i] = float64(d.Endpoints[i].InFlightTokens)
 	}
-	for k := range f.settings {
+	for k := f.lo; k < f.hi; k++ {
 		s := &f.settings[k]
 		dk := f.delta[k]
 		tbl := f.replicas[k]
 		// A settings whose trajectory has not diverged sees the recorded state.
 		eps, adj := d.Endpoints, f.adj
 		nmod := 0
-		if f.dirty[k] || tbl != nil {
+		clean := !f.dirty[k] && tbl == nil
+		if !clean {
 			eps, adj = f.eps, f.adjK
 			for i := 0; i < n; i++ {
 				sl := f.idx[i]
@@ -327,7 +342,12 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 				nmod = f.applyReplicas(tbl, d, s.AffinityThreshold)
 			}
 		}
-		dec := gate.Decide(s, eps)
+		var dec gate.Decision
+		if reuse && clean {
+			dec = d.Decided[k]
+		} else {
+			dec = gate.Decide(s, eps)
+		}
 		var c int
 		if !explained && kept(s, eps, &dec, rec) {
 			c = rec
@@ -463,6 +483,67 @@ func (f *Feedback) place(k int, d *FeedbackDecision, c, rec, home, homeBlocks in
 	}
 	if recReleased {
 		put(replica{key: replicaKey(f.idx[rec], homeBlocks), gain: -1, lose: int32(d.Endpoints[rec].MatchBlocks)})
+	}
+}
+
+// Fork returns a copy of f's carried state — each settings entry's
+// divergence and prefix-replica table, the recorded work and the clock —
+// with empty tallies in as many parts: decisions replayed into the fork
+// continue f's trajectories and leave f as it was (a cycle replays the
+// open window on a fork and keeps f at the last completed span).
+func (f *Feedback) Fork() *Feedback {
+	c := &Feedback{settings: f.settings, opt: f.opt, parts: f.parts, lo: f.lo, hi: f.hi, slots: make(map[string]int, len(f.slots)),
+		rates: append([]float64(nil), f.rates...), delta: make([][]float64, len(f.delta)), dirty: append([]bool(nil), f.dirty...),
+		prevWork: append([]float64(nil), f.prevWork...), prevAt: f.prevAt, started: f.started,
+		tallies: make([][]feedbackTally, len(f.tallies)), replicas: make([][]replica, len(f.replicas)),
+		pos: make([]int, len(f.pos)), rdt: make([]float64, len(f.rdt)), idleRec: make([]float64, len(f.idleRec))}
+	for k, v := range f.slots {
+		c.slots[k] = v
+	}
+	for k, d := range f.delta {
+		c.delta[k] = append([]float64(nil), d...)
+	}
+	for k, r := range f.replicas {
+		if r != nil {
+			c.replicas[k] = append([]replica(nil), r...)
+		}
+	}
+	for p := range c.tallies {
+		c.tallies[p] = make([]feedbackTally, len(f.settings))
+	}
+	for i := range c.pos {
+		c.pos[i] = -1
+	}
+	return c
+}
+
+// AddPart adds a part with empty tallies and returns its index.
+func (f *Feedback) AddPart() int {
+	f.tallies = append(f.tallies, make([]feedbackTally, len(f.settings)))
+	f.parts++
+	return f.parts - 1
+}
+
+// ResetPart zeroes part p's tallies (the part is reused for other decisions).
+func (f *Feedback) ResetPart(p int) {
+	for i := range f.tallies[p] {
+		f.tallies[p][i] = feedbackTally{}
+	}
+}
+
+// MergePart adds part q of o's tallies into part p of f; o replays the same
+// settings (in order).
+func (f *Feedback) MergePart(p int, o *Feedback, q int) { f.mergeRange(p, o, q, 0, len(f.tallies[p])) }
+
+// mergeRange is MergePart for the entries lo ≤ i < hi.
+func (f *Feedback) mergeRange(p int, o *Feedback, q, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		t, x := &f.tallies[p][i], &o.tallies[q][i]
+		t.w += x.w
+		t.wTTFT += x.wTTFT
+		t.wTokens += x.wTokens
+		t.wDiverged += x.wDiverged
+		t.ttft.Merge(&x.ttft)
 	}
 }
 

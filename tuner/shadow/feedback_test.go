@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/gatetuner/gatetuner/gate"
@@ -263,6 +264,21 @@ func BenchmarkFeedback(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
 		})
 	}
+	// The same on a Sharded replay with one shard per core (the tuner's).
+	b.Run("replicas=on/sharded", func(b *testing.B) {
+		fb := NewSharded(settings, FeedbackOptions{Rate: 13000, Parts: 4, PrefixReplicas: true}, runtime.GOMAXPROCS(0))
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			d := ds[n%len(ds)]
+			d.At += span * float64(n/len(ds))
+			fb.Add(&d)
+			n++
+		}
+		fb.Flush()
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
+		b.ReportMetric(float64(fb.Shards()), "shards")
+	})
 }
 
 // FuzzFeedback: arbitrary decisions (endpoint sets that change, duplicate

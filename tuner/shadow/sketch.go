@@ -29,7 +29,10 @@ type store struct {
 	counts []int64
 }
 
-func (s *store) add(i int) {
+func (s *store) add(i int) { s.addN(i, 1) }
+
+// addN adds n to bucket i.
+func (s *store) addN(i int, n int64) {
 	if len(s.counts) == 0 {
 		s.offset = i
 		s.counts = make([]int64, 1, 64)
@@ -43,7 +46,14 @@ func (s *store) add(i int) {
 	for i-s.offset >= len(s.counts) {
 		s.counts = append(s.counts, 0)
 	}
-	s.counts[i-s.offset]++
+	s.counts[i-s.offset] += n
+}
+
+func (s *store) clone() store {
+	if s.counts == nil {
+		return store{}
+	}
+	return store{offset: s.offset, counts: append([]int64(nil), s.counts...)}
 }
 
 func index(v float64) int { return int(math.Ceil(math.Log(v) / sketchLogGamma)) }
@@ -100,18 +110,42 @@ func (s *Sketch) Quantile(q float64) float64 {
 	return value(len(s.pos.counts) - 1 + s.pos.offset)
 }
 
-// Merge adds o's values to s.
+// Merge adds o's values to s: bucket by bucket, so a merge costs the
+// buckets, not the values.
 func (s *Sketch) Merge(o *Sketch) {
-	for j, c := range o.pos.counts {
-		for ; c > 0; c-- {
-			s.pos.add(j + o.pos.offset)
-		}
-	}
-	for j, c := range o.neg.counts {
-		for ; c > 0; c-- {
-			s.neg.add(j + o.neg.offset)
-		}
-	}
+	s.pos.merge(&o.pos)
+	s.neg.merge(&o.neg)
 	s.zero += o.zero
 	s.count += o.count
+}
+
+// merge adds o's buckets to s, growing s once to cover them.
+func (s *store) merge(o *store) {
+	first, last := -1, -1
+	for j, c := range o.counts {
+		if c != 0 {
+			if first < 0 {
+				first = j
+			}
+			last = j
+		}
+	}
+	if first < 0 {
+		return
+	}
+	// Touch the ends first so the store grows at most twice.
+	s.addN(first+o.offset, o.counts[first])
+	if last != first {
+		s.addN(last+o.offset, o.counts[last])
+	}
+	for j := first + 1; j < last; j++ {
+		if c := o.counts[j]; c != 0 {
+			s.counts[j+o.offset-s.offset] += c
+		}
+	}
+}
+
+// Clone returns an independent copy of s.
+func (s *Sketch) Clone() Sketch {
+	return Sketch{pos: s.pos.clone(), neg: s.neg.clone(), zero: s.zero, count: s.count}
 }

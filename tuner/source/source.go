@@ -5,6 +5,7 @@ package source
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,36 @@ type DecisionSource interface {
 	Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error
 }
 
-// RecordsFile is an exact source: gate records re-read from a file each cycle.
+// Mark is where a resumable source stopped; the zero Mark is its start.
+type Mark struct {
+	// Pos is the source's position: a records file's byte offset of the
+	// first line not yet consumed, a records stream's next sequence number.
+	Pos int64
+	// Resumable: a later ReplayAfter may continue from the mark (false: the
+	// source cannot resume — a gzip file — and is replayed in full).
+	Resumable bool
+	// file is the records file the offset is in (a replaced file is stale).
+	file os.FileInfo
+}
+
+// ErrStaleMark is returned when a source no longer continues a mark (the
+// file was replaced or truncated, or the stream dropped records not yet
+// replayed): the caller replays from the zero Mark.
+var ErrStaleMark = errors.New("the source no longer continues the last cycle's position")
+
+// Resumer is a decision source a later cycle can resume where an earlier
+// one stopped. ReplayAfter calls fn, in order, for the decisions
+// Replay(from, to) yields that come after mark, and returns where it
+// stopped: replaying from the zero Mark and then from each returned mark,
+// with non-decreasing to, yields exactly the decisions one Replay(from, to)
+// with the last to yields, in the same order.
+type Resumer interface {
+	DecisionSource
+	ReplayAfter(ctx context.Context, mark Mark, from, to time.Time, fn func(*Decision) error) (Mark, error)
+}
+
+// RecordsFile is an exact source: gate records read from a file — in full
+// by Replay, or only the lines appended since a mark by ReplayAfter.
 type RecordsFile struct {
 	Path           string
 	Target, Plugin string
@@ -63,39 +93,156 @@ type RecordsFile struct {
 // Kind returns KindRecords.
 func (s *RecordsFile) Kind() string { return KindRecords }
 
-// Replay streams the file, keeping records inside the window.
+// Replay streams the file in file order, yielding the records with
+// from ≤ TS < to up to the first record at or after to (the records after
+// it belong to a later window: a file is written in time order).
 func (s *RecordsFile) Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error {
-	f, err := os.Open(s.Path)
-	if err != nil {
-		return fmt.Errorf("open records %s: %w", s.Path, err)
-	}
-	defer f.Close()
-	return replayReader(ctx, f, s.Target, s.Plugin, from, to, fn)
+	_, err := s.ReplayAfter(ctx, Mark{}, from, to, fn)
+	return err
 }
 
-func replayReader(ctx context.Context, r io.Reader, target, plugin string, from, to time.Time, fn func(*Decision) error) error {
-	rd := records.NewReader(r, records.Options{Target: target, Plugin: plugin})
+// gzipMagic starts a gzip stream.
+var gzipMagic = [2]byte{0x1f, 0x8b}
+
+// ReplayAfter replays the lines after mark (Replay's rules) and returns the
+// offset of the first line not consumed: the first record at or after to,
+// else the end of the file — less an unterminated last line that is not a
+// record yet (a writer in mid-line). A gzip file is replayed in full and
+// returns a mark that is not resumable.
+func (s *RecordsFile) ReplayAfter(ctx context.Context, mark Mark, from, to time.Time, fn func(*Decision) error) (Mark, error) {
+	f, err := os.Open(s.Path)
+	if err != nil {
+		return mark, fmt.Errorf("open records %s: %w", s.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return mark, fmt.Errorf("records %s: %w", s.Path, err)
+	}
+	var magic [2]byte
+	if n, _ := f.ReadAt(magic[:], 0); n == 2 && magic == gzipMagic {
+		_, err := replayLines(ctx, f, 0, false, s.Target, s.Plugin, from, to, fn)
+		return Mark{}, err
+	}
+	start := int64(0)
+	if mark.Resumable {
+		if mark.file == nil || !os.SameFile(mark.file, fi) || fi.Size() < mark.Pos {
+			return Mark{}, fmt.Errorf("%w: records file %s was replaced or truncated", ErrStaleMark, s.Path)
+		}
+		start = mark.Pos
+	}
+	pos, err := replayLines(ctx, io.NewSectionReader(f, start, fi.Size()-start), start, true, s.Target, s.Plugin, from, to, fn)
+	if err != nil {
+		return mark, err
+	}
+	return Mark{Pos: pos, Resumable: true, file: fi}, nil
+}
+
+// replayLines replays the records of r, whose first byte is at offset base
+// of the file, and returns the offset of the first line not consumed. With
+// track false (a compressed file) offsets are not followed and 0 is returned.
+func replayLines(ctx context.Context, r io.Reader, base int64, track bool, target, plugin string, from, to time.Time, fn func(*Decision) error) (int64, error) {
+	lt := &lineTracker{r: r, base: base, pos: base, first: 1}
+	in := io.Reader(lt)
+	if !track {
+		in = r
+	}
+	rd := records.NewReader(in, records.Options{Target: target, Plugin: plugin})
 	var d Decision
+	last := 0 // the line of the last record consumed
 	for n := 0; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			if !track {
+				return 0, nil
+			}
+			return lt.end(last), nil
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if rec.TS.IsZero() || rec.TS.Before(from) || !rec.TS.Before(to) {
+		if track {
+			lt.forget(rec.Line)
+		}
+		if !rec.TS.IsZero() && !rec.TS.Before(to) {
+			if !track {
+				return 0, nil
+			}
+			return lt.start(rec.Line), nil
+		}
+		last = rec.Line
+		if rec.TS.IsZero() || rec.TS.Before(from) {
 			continue
 		}
 		d = Decision{TS: rec.TS, Endpoints: rec.Endpoints, Names: rec.Names, Observed: rec.Observed.Outcome,
 			Chosen: rec.Observed.Chosen, PromptTokens: rec.PromptTokens}
 		if err := fn(&d); err != nil {
-			return err
+			return 0, err
 		}
 	}
+}
+
+// lineTracker passes a file's bytes to the records reader and notes where
+// each line ends, so a record's line number (records.Record.Line, 1-based
+// from base) gives the byte offset where its line starts.
+type lineTracker struct {
+	r    io.Reader
+	base int64
+	pos  int64 // offset of the next byte read
+	nls  int   // '\n'-terminated lines read so far
+	// ends[i] is the offset just past the '\n' ending line first+i.
+	ends  []int64
+	first int
+	// tail: the input read so far ends in bytes after the last '\n'.
+	tail bool
+}
+
+func (t *lineTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	for i := 0; i < n; {
+		j := bytes.IndexByte(p[i:n], '\n')
+		if j < 0 {
+			break
+		}
+		t.nls++
+		t.ends = append(t.ends, t.pos+int64(i+j)+1)
+		i += j + 1
+	}
+	t.pos += int64(n)
+	if n > 0 {
+		t.tail = p[n-1] != '\n'
+	}
+	return n, err
+}
+
+// start is the offset where line l starts.
+func (t *lineTracker) start(l int) int64 {
+	if l <= 1 {
+		return t.base
+	}
+	return t.ends[l-1-t.first]
+}
+
+// forget drops the ends of lines before l−1 (no later start needs them).
+func (t *lineTracker) forget(l int) {
+	k := l - 1 - t.first // index of line l−1's end
+	if k > 4096 && k > len(t.ends)/2 {
+		t.ends = append(t.ends[:0], t.ends[k:]...)
+		t.first += k
+	}
+}
+
+// end is the offset after the last line consumed: the end of the input,
+// unless it ends in an unterminated line that was not consumed as a record
+// (last is the line of the last record consumed).
+func (t *lineTracker) end(last int) int64 {
+	if t.tail && last != t.nls+1 {
+		return t.start(t.nls + 1)
+	}
+	return t.pos
 }
 
 // RecordsStream is an exact source fed by an HTTP(S) endpoint streaming gate
@@ -109,14 +256,17 @@ type RecordsStream struct {
 	Keep      int
 	Retention time.Duration
 
-	mu        sync.Mutex
-	buf       []storedRecord
+	mu  sync.Mutex
+	buf []storedRecord
+	// next is the sequence number of the next record received.
+	next      int64
 	lastErr   error
 	started   bool
 	connected bool
 }
 
 type storedRecord struct {
+	seq      int64
 	ts       time.Time
 	eps      []gate.Endpoint
 	names    [][]byte
@@ -179,34 +329,42 @@ func (s *RecordsStream) readOnce(ctx context.Context) error {
 			}
 			return fmt.Errorf("records stream %s: %w", s.URL, err)
 		}
-		if rec.TS.IsZero() {
-			continue
+		s.store(rec)
+	}
+}
+
+// store keeps a copy of rec (records without a time are dropped), then
+// drops the oldest beyond Keep and Retention.
+func (s *RecordsStream) store(rec *records.Record) {
+	if rec.TS.IsZero() {
+		return
+	}
+	st := storedRecord{ts: rec.TS, eps: append([]gate.Endpoint(nil), rec.Endpoints...), observed: append([]byte(nil), rec.Observed.Outcome...),
+		chosen: append([]byte(nil), rec.Observed.Chosen...), prompt: rec.PromptTokens}
+	if rec.Observed.Chosen == nil {
+		st.chosen = nil
+	}
+	for _, n := range rec.Names {
+		st.names = append(st.names, append([]byte(nil), n...))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.seq = s.next
+	s.next++
+	s.buf = append(s.buf, st)
+	keep, ret := s.Keep, s.Retention
+	if keep <= 0 {
+		keep = 500_000
+	}
+	drop := max(len(s.buf)-keep, 0)
+	if ret > 0 {
+		cut := rec.TS.Add(-ret)
+		for drop < len(s.buf) && s.buf[drop].ts.Before(cut) {
+			drop++
 		}
-		st := storedRecord{ts: rec.TS, eps: append([]gate.Endpoint(nil), rec.Endpoints...), observed: append([]byte(nil), rec.Observed.Outcome...),
-			chosen: append([]byte(nil), rec.Observed.Chosen...), prompt: rec.PromptTokens}
-		if rec.Observed.Chosen == nil {
-			st.chosen = nil
-		}
-		for _, n := range rec.Names {
-			st.names = append(st.names, append([]byte(nil), n...))
-		}
-		s.mu.Lock()
-		s.buf = append(s.buf, st)
-		keep, ret := s.Keep, s.Retention
-		if keep <= 0 {
-			keep = 500_000
-		}
-		drop := max(len(s.buf)-keep, 0)
-		if ret > 0 {
-			cut := rec.TS.Add(-ret)
-			for drop < len(s.buf) && s.buf[drop].ts.Before(cut) {
-				drop++
-			}
-		}
-		if drop > 0 {
-			s.buf = append(s.buf[:0], s.buf[drop:]...)
-		}
-		s.mu.Unlock()
+	}
+	if drop > 0 {
+		s.buf = append(s.buf[:0], s.buf[drop:]...)
 	}
 }
 
@@ -226,21 +384,54 @@ func (s *RecordsStream) Err() error {
 	return fmt.Errorf("records stream %s: not connected yet", s.URL)
 }
 
-// Replay yields the held records inside the window.
+// Replay yields the held records inside the window in the order they
+// arrived, up to the first one at or after to.
 func (s *RecordsStream) Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error {
+	_, err := s.ReplayAfter(ctx, Mark{}, from, to, fn)
+	return err
+}
+
+// ReplayAfter yields the held records received after mark (Replay's rules)
+// and returns the sequence number of the first one not consumed. A mark
+// older than the oldest held record is stale: records arrived and were
+// dropped (Keep, Retention) before a cycle replayed them.
+func (s *RecordsStream) ReplayAfter(ctx context.Context, mark Mark, from, to time.Time, fn func(*Decision) error) (Mark, error) {
 	s.mu.Lock()
-	held := append([]storedRecord(nil), s.buf...)
+	i := 0
+	if mark.Resumable {
+		i = sort.Search(len(s.buf), func(j int) bool { return s.buf[j].seq >= mark.Pos })
+		if mark.Pos < s.next && (len(s.buf) == 0 || s.buf[0].seq > mark.Pos) {
+			s.mu.Unlock()
+			return Mark{}, fmt.Errorf("%w: records stream %s dropped records %d–%d before they were replayed", ErrStaleMark, s.URL, mark.Pos, s.bufFirst()-1)
+		}
+	}
+	held := append([]storedRecord(nil), s.buf[i:]...)
+	next := s.next
 	s.mu.Unlock()
-	sort.SliceStable(held, func(i, j int) bool { return held[i].ts.Before(held[j].ts) })
-	for _, r := range held {
-		if r.ts.Before(from) || !r.ts.Before(to) {
+	for n, r := range held {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return mark, ctx.Err()
+		}
+		if !r.ts.Before(to) {
+			return Mark{Pos: r.seq, Resumable: true}, nil
+		}
+		if r.ts.Before(from) {
 			continue
 		}
 		if err := fn(&Decision{TS: r.ts, Endpoints: r.eps, Names: r.names, Observed: r.observed, Chosen: r.chosen, PromptTokens: r.prompt}); err != nil {
-			return err
+			return mark, err
 		}
 	}
-	return ctx.Err()
+	return Mark{Pos: next, Resumable: true}, ctx.Err()
+}
+
+// bufFirst is the oldest held record's sequence number (the next one when
+// none is held); s.mu is held.
+func (s *RecordsStream) bufFirst() int64 {
+	if len(s.buf) == 0 {
+		return s.next
+	}
+	return s.buf[0].seq
 }
 
 // Model is the Prometheus-model source, for when no records exist: for each
@@ -333,13 +524,25 @@ func ReasonsOf(rs []estimator.Reason) string {
 	return s
 }
 
+// modelStream is the PCG stream of the model's draws.
+const modelStream = 0x6761746574756e72
+
+// spanRand is a span's own random source: its draws depend only on the
+// seed, the span's start and its estimates, so a later cycle that replays
+// the span again draws the same decisions.
+func spanRand(seed uint64, from time.Time) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^uint64(from.UnixNano()), modelStream))
+}
+
 // Replay draws decisions for the snapshots inside the window, each span's
-// from its own estimates.
+// from its own estimates. With Spans, each span draws from its own random
+// source (spanRand): a span replayed whole draws the same decisions in
+// every Replay.
 func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decision) error) error {
 	if err := m.Usable(); err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(m.Seed, 0x6761746574756e72))
+	rng := rand.New(rand.NewPCG(m.Seed, modelStream))
 	spans := m.Spans
 	if len(spans) == 0 {
 		spans = []Span{{From: from, To: to, Est: m.Est}}
@@ -347,6 +550,9 @@ func (m *Model) Replay(ctx context.Context, from, to time.Time, fn func(*Decisio
 	for _, sp := range spans {
 		if SpanUsable(sp.Est) != nil {
 			continue
+		}
+		if len(m.Spans) > 0 {
+			rng = spanRand(m.Seed, sp.From)
 		}
 		f, t := sp.From, sp.To
 		if from.After(f) {

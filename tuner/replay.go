@@ -1,0 +1,506 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/gatetuner/gatetuner/estimator"
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/shadow"
+	"github.com/gatetuner/gatetuner/tuner/source"
+)
+
+// rateHold is how far (relative) this cycle's drain and feedback rates may
+// move from those a target's replay stream was built with before the
+// stream is rebuilt: within it, the cycle replays with the stream's rates.
+const rateHold = 0.05
+
+// replayInputs are what the replay stage replays with: the candidates'
+// settings, the accumulators' rate (the gate-input distribution's tok/s)
+// and the feedback replay's rates.
+type replayInputs struct {
+	settings     []gate.Settings
+	drain        float64
+	fbRate       float64
+	fbRates      map[string]float64
+	fbRateSource string
+}
+
+// replayKey is everything a replay stream's tallies and carried state were
+// computed from, besides the decisions themselves: a stream is continued
+// only by a cycle whose key is equal (docs/tuner.md, "Cost").
+type replayKey struct {
+	kind string
+	// src is the records source (its identity); nil for the model.
+	src      DecisionSource
+	clock    dayClock
+	settings []gate.Settings
+	drain    float64
+	fbRate   float64
+	fbRates  map[string]float64
+	replicas bool
+	// The model's draws: block size and seed.
+	blockSize int
+	seed      uint64
+}
+
+// differs says how k differs from o ("" when equal).
+func (k *replayKey) differs(o *replayKey) string {
+	switch {
+	case k.kind != o.kind || k.src != o.src:
+		return "the decision source changed"
+	case k.clock != o.clock:
+		return "the day's windows changed"
+	case k.drain != o.drain || k.fbRate != o.fbRate || !maps.Equal(k.fbRates, o.fbRates):
+		return "the prefill rates moved"
+	case !slices.Equal(k.settings, o.settings):
+		return "the candidates changed"
+	case k.replicas != o.replicas || k.blockSize != o.blockSize || k.seed != o.seed:
+		return "the model's parameters changed"
+	}
+	return ""
+}
+
+// spanTally is one span's share of a replay stream: the decisions of one
+// window of one day (from its start, or from a cut inside it).
+type spanTally struct {
+	key   int64 // the window's start (UnixNano)
+	index int
+	day   int64
+	acc   *shadow.Accumulator
+	part  int // the span's part in the stream's feedback replay
+	n     int64
+	reqs  float64
+	// est is the estimates the model drew the span from (nil for records).
+	est *estimator.Estimates
+}
+
+// replayStream is a target's replay carried from cycle to cycle: the
+// feedback replay's state after the decisions replayed so far, every
+// span's tallies, and where the source stopped. Its memory is bounded by
+// the spans of the history (older spans are dropped) and the endpoints
+// seen.
+type replayStream struct {
+	key    replayKey
+	origin time.Time
+	fb     *shadow.Sharded
+	spans  map[int64]*spanTally
+	free   []int
+	// mark is where a records source stopped.
+	mark source.Mark
+	// sealed is the end of the model's last span replayed into fb.
+	sealed time.Time
+}
+
+func newReplayStream(key replayKey, origin time.Time, in *replayInputs) *replayStream {
+	return &replayStream{key: key, origin: origin, sealed: origin, spans: map[int64]*spanTally{},
+		fb: shadow.NewSharded(in.settings, shadow.FeedbackOptions{Rate: in.fbRate, Rates: in.fbRates, PrefixReplicas: key.replicas}, replayShards(len(in.settings)))}
+}
+
+// replayShards is how many goroutines a feedback replay of n candidates
+// runs on: one per core the process may use, up to four (the replay's
+// entries are independent; the tallies are the same on any number).
+func replayShards(n int) int {
+	if n < 8 {
+		return 1
+	}
+	return min(runtime.GOMAXPROCS(0), 4)
+}
+
+// span returns the span of a decision at ts (created in fb when new).
+func (st *replayStream) span(fb *shadow.Sharded, c dayClock, ts time.Time, in *replayInputs) *spanTally {
+	start := c.start(ts)
+	key := start.UnixNano()
+	if sp, ok := st.spans[key]; ok {
+		return sp
+	}
+	sp := &spanTally{key: key, index: c.index(ts), day: ts.Add(-c.offset(ts)).Unix(), acc: shadow.NewAccumulator(in.settings, in.drain)}
+	if fb == st.fb && len(st.free) > 0 {
+		sp.part, st.free = st.free[len(st.free)-1], st.free[:len(st.free)-1]
+	} else {
+		sp.part = fb.AddPart()
+	}
+	st.spans[key] = sp
+	return sp
+}
+
+// drop forgets the spans that end at or before from (out of the history).
+func (st *replayStream) drop(c dayClock, from time.Time) {
+	for key, sp := range st.spans {
+		if !time.Unix(0, key).Add(c.width).After(from) {
+			st.fb.ResetPart(sp.part)
+			st.free = append(st.free, sp.part)
+			delete(st.spans, key)
+		}
+	}
+}
+
+// add replays one decision into its span and the feedback replay fb.
+func (st *replayStream) add(fb *shadow.Sharded, sp *spanTally, d *Decision) {
+	ds := sp.acc.Add(d.Endpoints)
+	sp.acc.Observe(&ds[0], d.Observed)
+	sp.n++
+	sp.reqs += max(d.Weight, 0) + boolWeight(d.Weight <= 0)
+	fd := shadow.FeedbackDecision{At: epochSeconds(d.TS), Weight: d.Weight, Endpoints: d.Endpoints, Names: d.Names,
+		PromptTokens: d.PromptTokens, Chosen: d.Chosen, Part: sp.part, Decided: ds}
+	fb.Add(&fd)
+}
+
+// epochSeconds is ts in seconds since the Unix epoch: the feedback replay's
+// clock is fixed, not the window's start, so a decision's time is the same
+// number in every cycle that replays it.
+func epochSeconds(ts time.Time) float64 {
+	return float64(ts.Unix()) + float64(ts.Nanosecond())/1e9
+}
+
+// replayRun is one cycle's pass over a stream: what it replayed and how.
+type replayRun struct {
+	t      *Tuner
+	st     *replayStream
+	clock  dayClock
+	in     *replayInputs
+	window WindowView
+	since  time.Time
+	fresh  *shadow.Accumulator
+	view   ReplayView
+	// open are the model spans replayed this cycle on a fork of the stream
+	// (not kept); work is that fork.
+	open []*spanTally
+	work *shadow.Sharded
+}
+
+// replay runs every candidate over the window's decisions — the shadow
+// accumulators and the feedback replay, which carries each candidate's own
+// load forward in time order (docs/tuner.md) — continuing the target's
+// replay stream where the source allows it: a later cycle replays only the
+// decisions new since the last one (records), or only the spans not yet
+// complete (the model), and reuses what the completed spans produced.
+func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, day *dayEvidence, window WindowView, in *replayInputs) (*replayed, *halt) {
+	clock := dayClockOf(tg.Config.Policy)
+	sctx, span := t.stage(ctx, "shadow")
+	span.SetAttributes(attribute.Int("gatetuner.candidates", len(in.settings)))
+	run := &replayRun{t: t, clock: clock, in: in, window: window, since: t.freshSince(tg.Config.Name, window.From),
+		fresh: shadow.NewAccumulator(in.settings, in.drain)}
+	key := replayKey{kind: src.Kind(), clock: clock, settings: in.settings, drain: in.drain, fbRate: in.fbRate, fbRates: in.fbRates,
+		replicas: src.Kind() == SourceKindRecords}
+	if m, ok := src.(*Model); ok {
+		key.blockSize, key.seed = m.BlockSizeTokens, m.Seed
+	} else {
+		key.src = src
+	}
+	err := run.pass(sctx, tg.Config.Name, src, day, key)
+	span.SetAttributes(attribute.Int64("gatetuner.replayed_decisions", run.view.Decisions))
+	span.End()
+	if err != nil {
+		if errors.Is(err, ErrModelData) {
+			return nil, held(HoldInconclusive, err.Error())
+		}
+		return nil, failed(fmt.Sprintf("shadow: %v", err))
+	}
+	r := run.result(len(in.settings))
+	t.markCounted(tg.Config.Name, window.To)
+	return r, nil
+}
+
+// pass replays what this cycle must: it continues the target's stream
+// when the key matches and the source can resume, else builds a new one.
+func (run *replayRun) pass(ctx context.Context, target string, src DecisionSource, day *dayEvidence, key replayKey) error {
+	res, resumable := src.(source.Resumer)
+	m, isModel := src.(*Model)
+	incremental := resumable || isModel && day.perWindow
+	if !incremental {
+		run.view.Note = "the source cannot resume (not a records file or stream, or the model without per-window estimates): the whole history is replayed each cycle"
+		run.st = newReplayStream(key, run.window.From, run.in)
+		run.view.Rebuilt = "every cycle"
+		return src.Replay(ctx, run.window.From, run.window.To, func(d *Decision) error {
+			run.addNew(run.st.fb, run.st.span(run.st.fb, run.clock, d.TS, run.in), d)
+			return nil
+		})
+	}
+	run.st = run.t.streamFor(target, &key, run.window, &run.view)
+	run.st.drop(run.clock, run.window.From)
+	if run.view.Continued && !isModel {
+		run.view.SpansReused = len(run.st.spans)
+	}
+	var err error
+	if isModel {
+		err = run.model(ctx, m, day)
+		if errors.Is(err, errSpanChanged) {
+			run.view.restart(err.Error())
+			run.st = newReplayStream(key, run.window.From, run.in)
+			run.open, run.work = nil, nil
+			err = run.model(ctx, m, day)
+		}
+	} else {
+		err = run.records(ctx, res)
+		if errors.Is(err, source.ErrStaleMark) {
+			run.view.restart(err.Error())
+			run.st = newReplayStream(key, run.window.From, run.in)
+			err = run.records(ctx, res)
+		}
+	}
+	if err != nil {
+		run.t.setStream(target, nil)
+		return err
+	}
+	if isModel || run.st.mark.Resumable {
+		run.t.setStream(target, run.st)
+	} else {
+		run.t.setStream(target, nil)
+		run.view.Note = "the records file is compressed: it cannot be resumed and is replayed in full each cycle"
+	}
+	return nil
+}
+
+// restart notes that the cycle rebuilt the stream it had continued.
+func (v *ReplayView) restart(why string) {
+	v.Rebuilt, v.Continued, v.SpansReused, v.Decisions = why, false, 0, 0
+}
+
+// addNew replays a decision this cycle reads for the first time.
+func (run *replayRun) addNew(fb *shadow.Sharded, sp *spanTally, d *Decision) {
+	if !d.TS.Before(run.since) {
+		run.fresh.Add(d.Endpoints)
+	}
+	run.st.add(fb, sp, d)
+	run.view.Decisions++
+}
+
+// records continues a records stream from its mark.
+func (run *replayRun) records(ctx context.Context, res source.Resumer) error {
+	st := run.st
+	var last *spanTally
+	mark, err := res.ReplayAfter(ctx, st.mark, run.window.From, run.window.To, func(d *Decision) error {
+		if last == nil || run.clock.start(d.TS).UnixNano() != last.key {
+			last = st.span(st.fb, run.clock, d.TS, run.in)
+		}
+		run.addNew(st.fb, last, d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st.mark = mark
+	return nil
+}
+
+// errSpanChanged: a span the stream sealed has other estimates now.
+var errSpanChanged = errors.New("a completed window's estimates changed")
+
+// model continues a model stream: spans whose estimates are final (cached
+// complete windows) are replayed once, in time order, into the stream;
+// the rest (the open window, spans whose estimates may still change) are
+// replayed on a fork of it, each cycle, and not kept.
+func (run *replayRun) model(ctx context.Context, m *Model, day *dayEvidence) error {
+	st := run.st
+	sealing := true
+	for i := range day.spans {
+		s := &day.spans[i]
+		if !s.to.After(st.sealed) {
+			if sp, ok := st.spans[run.clock.start(s.from).UnixNano()]; ok && sp.est != s.est {
+				return errSpanChanged
+			}
+			run.view.SpansReused++
+			continue
+		}
+		fb := st.fb
+		if sealing = sealing && s.final; !sealing {
+			if run.work == nil {
+				run.work = st.fb.Fork()
+			}
+			fb = run.work
+		}
+		sp := &spanTally{key: run.clock.start(s.from).UnixNano(), index: s.index, day: s.from.Add(-run.clock.offset(s.from)).Unix(),
+			acc: shadow.NewAccumulator(run.in.settings, run.in.drain), est: s.est}
+		if fb == st.fb && len(st.free) > 0 {
+			sp.part, st.free = st.free[len(st.free)-1], st.free[:len(st.free)-1]
+		} else {
+			sp.part = fb.AddPart()
+		}
+		err := m.Replay(ctx, s.from, s.to, func(d *Decision) error {
+			run.addNew(fb, sp, d)
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrModelData) {
+			return err
+		}
+		if sealing {
+			st.spans[sp.key] = sp
+			st.sealed = s.to
+		} else {
+			run.open = append(run.open, sp)
+		}
+	}
+	// A span the model cannot use draws nothing; none usable is the hold.
+	return m.Usable()
+}
+
+// result sums the stream's spans (and this cycle's open ones) into the
+// windows of the day.
+func (run *replayRun) result(ncands int) *replayed {
+	nw := run.clock.windows()
+	in := run.in
+	r := &replayed{window: run.window, width: run.window.To.Sub(run.window.From), clock: run.clock, parts: make([]*shadow.Accumulator, nw),
+		reqs: make([]float64, nw), n: make([]int64, nw), partScal: make([]float64, nw), days: make([]int, nw),
+		fresh: run.fresh, fbRate: in.fbRate, fbRates: in.fbRates, fbRateSource: in.fbRateSource}
+	for k := range r.parts {
+		r.parts[k] = shadow.NewAccumulator(in.settings, in.drain)
+	}
+	r.fb = shadow.NewFeedback(in.settings, shadow.FeedbackOptions{Rate: in.fbRate, Rates: in.fbRates, Parts: nw, PrefixReplicas: run.st.key.replicas})
+	type source struct {
+		sp *spanTally
+		fb *shadow.Sharded
+	}
+	var all []source
+	for _, sp := range run.st.spans {
+		all = append(all, source{sp, run.st.fb})
+	}
+	for _, sp := range run.open {
+		all = append(all, source{sp, run.work})
+	}
+	// Time order, so that sums are added in the same order whatever the
+	// cycle that replayed each span.
+	slices.SortFunc(all, func(a, b source) int { return cmpInt64(a.sp.key, b.sp.key) })
+	lastDay := make([]int64, nw)
+	for _, s := range all {
+		sp, k := s.sp, s.sp.index
+		r.parts[k].Merge(sp.acc)
+		s.fb.MergeInto(r.fb, k, sp.part)
+		r.n[k] += sp.n
+		r.reqs[k] += sp.reqs
+		if sp.n > 0 && (r.days[k] == 0 || lastDay[k] != sp.day) {
+			r.days[k]++
+			lastDay[k] = sp.day
+		}
+	}
+	run.view.Spans = len(all)
+	r.replay = run.view
+	r.tally(run.st.key.kind, ncands)
+	return r
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// streamFor takes the target's stream if this cycle may continue it, else
+// starts a new one from the window's start, saying why in v. The stream is
+// taken out of the Tuner until setStream puts it back: two cycles of one
+// target at once (a manual run during a scheduled one) never share it — the
+// second builds its own.
+func (t *Tuner) streamFor(target string, key *replayKey, w WindowView, v *ReplayView) *replayStream {
+	t.replayMu.Lock()
+	st := t.replays[target]
+	delete(t.replays, target)
+	t.replayMu.Unlock()
+	in := &replayInputs{settings: key.settings, drain: key.drain, fbRate: key.fbRate, fbRates: key.fbRates}
+	why := ""
+	switch {
+	case st == nil:
+		why = "no earlier cycle (a new or restarted daemon)"
+	case w.From.Before(st.origin):
+		why = "the history reaches back before the stream's start"
+	case w.CutAtApply && !w.From.Equal(st.origin):
+		why = "a change took effect (the history is cut there)"
+	default:
+		why = key.differs(&st.key)
+	}
+	if why != "" {
+		v.Rebuilt = why
+		return newReplayStream(*key, w.From, in)
+	}
+	v.Continued = true
+	return st
+}
+
+// setStream keeps (or, nil, drops) the target's stream.
+func (t *Tuner) setStream(target string, st *replayStream) {
+	t.replayMu.Lock()
+	defer t.replayMu.Unlock()
+	if st == nil {
+		delete(t.replays, target)
+		return
+	}
+	if t.replays == nil {
+		t.replays = map[string]*replayStream{}
+	}
+	t.replays[target] = st
+}
+
+// heldRates returns the rates this cycle replays with: the target's
+// stream's while each of its pooled rates is statistically this cycle's —
+// inside this cycle's estimate's interval, or within rateHold of it — so
+// the stream stays valid (the per-endpoint rates are held with them); else
+// this cycle's. held says the stream's were used.
+func (t *Tuner) heldRates(target string, in replayInputs, drainIv, fbIv *estimator.Interval) (replayInputs, bool) {
+	t.replayMu.Lock()
+	st := t.replays[target]
+	t.replayMu.Unlock()
+	if st == nil {
+		return in, false
+	}
+	k := &st.key
+	if !holds(k.drain, in.drain, drainIv) || !holds(k.fbRate, in.fbRate, fbIv) {
+		return in, false
+	}
+	if k.drain == in.drain && k.fbRate == in.fbRate && maps.Equal(k.fbRates, in.fbRates) {
+		return in, false
+	}
+	in.drain, in.fbRate, in.fbRates = k.drain, k.fbRate, k.fbRates
+	return in, true
+}
+
+// holds: the held rate stands for this cycle's estimate v — inside its
+// interval iv, or within rateHold of it.
+func holds(held, v float64, iv *estimator.Interval) bool {
+	return near(held, v) || iv != nil && held >= iv.Low && held <= iv.High
+}
+
+// near: a and b are within rateHold of each other (relative to b).
+func near(a, b float64) bool {
+	return a == b || b > 0 && math.Abs(a-b) <= rateHold*b
+}
+
+// replayRates are this cycle's replay inputs' rates — the drain rate the
+// candidates are built with (and written as peakPrefillThroughput) and the
+// feedback replay's — held at the target's stream's while within rateHold
+// (the throughput note says so); held reports that.
+func (t *Tuner) replayRates(target string, est *estimator.Estimates, params gate.Params, drain float64, ppt *ThroughputNote) (replayInputs, bool) {
+	in := replayInputs{drain: drain}
+	in.fbRate, in.fbRates, in.fbRateSource = feedbackRates(est, params)
+	var drainIv, fbIv *estimator.Interval
+	if ppt.Write {
+		drainIv = est.DrainRate.Interval
+	}
+	switch in.fbRateSource {
+	case "drain-rate estimate":
+		fbIv = est.DrainRate.Interval
+	case "nominal estimate":
+		fbIv = est.Nominal.Interval
+	}
+	out, held := t.heldRates(target, in, drainIv, fbIv)
+	if !held {
+		return in, false
+	}
+	if out.drain != drain {
+		ppt.Note += fmt.Sprintf("; %.0f tok/s held: the shadow replay's rate, within this cycle's estimate %.0f's interval or %.0f %% of it (docs/tuner.md, \"Cost\")", out.drain, drain, rateHold*100)
+		if ppt.Value == drain {
+			ppt.Value = out.drain
+		}
+	}
+	return out, true
+}
