@@ -43,11 +43,7 @@ func simulatedPool(b *testing.B, pods int, dir string) *dayPool {
 	if err != nil {
 		b.Fatal(err)
 	}
-	scale := float64(pods) / float64(sc.Pods.Count)
-	sc.Pods.Count = pods
-	for i := range sc.Phases {
-		sc.Phases[i].RequestRate *= scale
-	}
+	simenv.ScalePods(sc, pods)
 	emb, err := prom.NewEmbedded(prom.EmbeddedConfig{Dir: dir, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)

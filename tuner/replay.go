@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,14 +123,21 @@ func (st *replayStream) span(fb *shadow.Sharded, c dayClock, ts time.Time, in *r
 	if sp, ok := st.spans[key]; ok {
 		return sp
 	}
-	sp := &spanTally{key: key, index: c.index(ts), day: ts.Add(-c.offset(ts)).Unix(), acc: shadow.NewAccumulator(in.settings, in.drain)}
-	if fb == st.fb && len(st.free) > 0 {
-		sp.part, st.free = st.free[len(st.free)-1], st.free[:len(st.free)-1]
-	} else {
-		sp.part = fb.AddPart()
-	}
+	sp := &spanTally{key: key, index: c.index(ts), day: ts.Add(-c.offset(ts)).Unix(), acc: shadow.NewAccumulator(in.settings, in.drain),
+		part: st.part(fb)}
 	st.spans[key] = sp
 	return sp
+}
+
+// part returns a part of fb for a new span: one a dropped span freed when fb
+// is the stream's own replay, else a new one.
+func (st *replayStream) part(fb *shadow.Sharded) int {
+	if fb == st.fb && len(st.free) > 0 {
+		p := st.free[len(st.free)-1]
+		st.free = st.free[:len(st.free)-1]
+		return p
+	}
+	return fb.AddPart()
 }
 
 // drop forgets the spans that end at or before from (out of the history).
@@ -319,12 +327,7 @@ func (run *replayRun) model(ctx context.Context, m *Model, day *dayEvidence) err
 			fb = run.work
 		}
 		sp := &spanTally{key: run.clock.start(s.from).UnixNano(), index: s.index, day: s.from.Add(-run.clock.offset(s.from)).Unix(),
-			acc: shadow.NewAccumulator(run.in.settings, run.in.drain), est: s.est}
-		if fb == st.fb && len(st.free) > 0 {
-			sp.part, st.free = st.free[len(st.free)-1], st.free[:len(st.free)-1]
-		} else {
-			sp.part = fb.AddPart()
-		}
+			acc: shadow.NewAccumulator(run.in.settings, run.in.drain), est: s.est, part: st.part(fb)}
 		err := m.Replay(ctx, s.from, s.to, func(d *Decision) error {
 			run.addNew(fb, sp, d)
 			return nil
@@ -368,7 +371,7 @@ func (run *replayRun) result(ncands int) *replayed {
 	}
 	// Time order, so that sums are added in the same order whatever the
 	// cycle that replayed each span.
-	slices.SortFunc(all, func(a, b source) int { return cmpInt64(a.sp.key, b.sp.key) })
+	slices.SortFunc(all, func(a, b source) int { return cmp.Compare(a.sp.key, b.sp.key) })
 	lastDay := make([]int64, nw)
 	for _, s := range all {
 		sp, k := s.sp, s.sp.index
@@ -385,16 +388,6 @@ func (run *replayRun) result(ncands int) *replayed {
 	r.replay = run.view
 	r.tally(run.st.key.kind, ncands)
 	return r
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // streamFor takes the target's stream if this cycle may continue it, else

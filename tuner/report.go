@@ -157,8 +157,9 @@ type ReplayView struct {
 	// Rebuilt says why it did not.
 	Continued bool   `json:"continued"`
 	Rebuilt   string `json:"rebuilt,omitempty"`
-	// RatesHeld: the prefill rates replayed are the stream's, within 5 % of
-	// this cycle's estimate (the throughput note says both).
+	// RatesHeld: the prefill rates replayed are the stream's, inside this
+	// cycle's estimate's interval or within 5 % of it (the throughput note
+	// says both).
 	RatesHeld bool   `json:"ratesHeld,omitempty"`
 	Note      string `json:"note,omitempty"`
 }

@@ -104,3 +104,13 @@ func WriteEPPConfig(dir string, sc *fleetsim.Scenario, s gate.Settings, writeMod
 	p := filepath.Join(dir, "epp-config.yaml")
 	return p, os.WriteFile(p, EPPConfig(sc, s, writeMode), 0o644)
 }
+
+// ScalePods resizes sc's pool to pods at the same per-pod load: every
+// phase's request rate scales with the pod count.
+func ScalePods(sc *fleetsim.Scenario, pods int) {
+	scale := float64(pods) / float64(sc.Pods.Count)
+	sc.Pods.Count = pods
+	for i := range sc.Phases {
+		sc.Phases[i].RequestRate *= scale
+	}
+}

@@ -120,11 +120,7 @@ func BenchmarkFleet50x8(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	scale := float64(pods) / float64(sc.Pods.Count)
-	sc.Pods.Count = pods
-	for i := range sc.Phases {
-		sc.Phases[i].RequestRate *= scale
-	}
+	simenv.ScalePods(sc, pods)
 	dir := b.TempDir()
 	one := filepath.Join(dir, "one.om")
 	f, err := os.Create(one)
