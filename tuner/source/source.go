@@ -72,6 +72,27 @@ type Mark struct {
 // replayed): the caller replays from the zero Mark.
 var ErrStaleMark = errors.New("the source no longer continues the last cycle's position")
 
+// MaxAhead is how far after a replay's end a record's time may be. A
+// replay stops at the first record at or after its end (records are in
+// time order), so a record far ahead — a writer whose clock runs ahead —
+// would stop every later replay at it, silently; past MaxAhead it is
+// ErrRecordAhead instead.
+const MaxAhead = 5 * time.Minute
+
+// ErrRecordAhead is returned for a record more than MaxAhead after the
+// replay's end.
+var ErrRecordAhead = errors.New("a gate record is stamped ahead of the cycle's time")
+
+// checkAhead returns ErrRecordAhead, saying where, when ts is more than
+// MaxAhead after to.
+func checkAhead(where string, ts, to time.Time) error {
+	if ahead := ts.Sub(to); ahead > MaxAhead {
+		return fmt.Errorf("%w: %s at %s is %s after %s; records are read in time order, so the replay would stop there "+
+			"until the clock reaches it — check the writer's clock", ErrRecordAhead, where, ts.Format(time.RFC3339), ahead.Round(time.Second), to.Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Resumer is a decision source a later cycle can resume where an earlier
 // one stopped. ReplayAfter calls fn, in order, for the decisions
 // Replay(from, to) yields that come after mark, and returns where it
@@ -122,6 +143,9 @@ func (s *RecordsFile) ReplayAfter(ctx context.Context, mark Mark, from, to time.
 	var magic [2]byte
 	if n, _ := f.ReadAt(magic[:], 0); n == 2 && magic == gzipMagic {
 		_, err := replayLines(ctx, f, 0, false, s.Target, s.Plugin, from, to, fn)
+		if errors.Is(err, ErrRecordAhead) {
+			err = fmt.Errorf("records file %s: %w", s.Path, err)
+		}
 		return Mark{}, err
 	}
 	start := int64(0)
@@ -132,6 +156,9 @@ func (s *RecordsFile) ReplayAfter(ctx context.Context, mark Mark, from, to time.
 		start = mark.Pos
 	}
 	pos, err := replayLines(ctx, io.NewSectionReader(f, start, fi.Size()-start), start, true, s.Target, s.Plugin, from, to, fn)
+	if errors.Is(err, ErrRecordAhead) {
+		err = fmt.Errorf("records file %s: %w", s.Path, err)
+	}
 	if err != nil {
 		return mark, err
 	}
@@ -168,6 +195,13 @@ func replayLines(ctx context.Context, r io.Reader, base int64, track bool, targe
 			lt.forget(rec.Line)
 		}
 		if !rec.TS.IsZero() && !rec.TS.Before(to) {
+			where := fmt.Sprintf("line %d", rec.Line)
+			if track && base > 0 { // a resumed read counts lines from base
+				where = fmt.Sprintf("the line at byte offset %d", lt.start(rec.Line))
+			}
+			if err := checkAhead(where, rec.TS, to); err != nil {
+				return 0, err
+			}
 			if !track {
 				return 0, nil
 			}
@@ -413,6 +447,9 @@ func (s *RecordsStream) ReplayAfter(ctx context.Context, mark Mark, from, to tim
 			return mark, ctx.Err()
 		}
 		if !r.ts.Before(to) {
+			if err := checkAhead(fmt.Sprintf("records stream %s: record %d", s.URL, r.seq), r.ts, to); err != nil {
+				return mark, err
+			}
 			return Mark{Pos: r.seq, Resumable: true}, nil
 		}
 		if r.ts.Before(from) {

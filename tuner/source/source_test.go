@@ -218,3 +218,38 @@ func TestRecordsStreamResumesAsOneReplay(t *testing.T) {
 		t.Fatalf("err %v, want ErrStaleMark", err)
 	}
 }
+
+// TestRecordAheadOfTheCycleIsNamed: a record stamped more than MaxAhead
+// after the replay's end would stop every later replay at it (records are
+// read in time order); the file and the stream name it instead, with its
+// line or sequence number, while one within MaxAhead is only where the
+// replay stops.
+func TestRecordAheadOfTheCycleIsNamed(t *testing.T) {
+	ahead := 10*60 + 30 // ten and a half minutes after the replay's end at 30 s
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	appendFile(t, path, line(1)+line(2)+line(40)+line(ahead))
+	src := &RecordsFile{Path: path, Target: "t"}
+	var got []int64
+	mark, err := src.ReplayAfter(context.Background(), Mark{}, at(0), at(30), collect(&got))
+	if err != nil || !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("within MaxAhead: %v, err %v", got, err)
+	}
+	// Resumed from the mark (line 3), the record is named by its offset.
+	off := len(line(1) + line(2) + line(40))
+	_, err = src.ReplayAfter(context.Background(), mark, at(0), at(50), collect(&got))
+	if want := fmt.Sprintf("byte offset %d", off); !errors.Is(err, ErrRecordAhead) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want ErrRecordAhead naming %s %s", err, path, want)
+	}
+	// Read whole, by its line number.
+	if err := src.Replay(context.Background(), at(0), at(50), collect(&got)); !errors.Is(err, ErrRecordAhead) || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("err %v, want ErrRecordAhead naming line 4", err)
+	}
+
+	s := &RecordsStream{URL: "http://records"}
+	for _, sec := range []int{1, ahead} {
+		s.store(streamRecord(sec))
+	}
+	if _, err := s.ReplayAfter(context.Background(), Mark{}, at(0), at(30), collect(&got)); !errors.Is(err, ErrRecordAhead) || !strings.Contains(err.Error(), "record 1") {
+		t.Fatalf("stream: err %v, want ErrRecordAhead naming record 1", err)
+	}
+}
