@@ -143,7 +143,7 @@ func New(version, commit string) *Metrics {
 	m.CycleDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gatetuner_cycle_duration_seconds", Help: "Duration of a tuning cycle.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}, []string{"target"})
 	reg.MustRegister(m.CycleDuration)
-	m.CycleQueries = g("cycle_prometheus_queries", "Prometheus queries the target's last cycle ran: the lookback estimate's and the windows' of the day not cached.", "target")
+	m.CycleQueries = g("cycle_prometheus_queries", "Prometheus queries the target's last cycle ran: the lookback estimate's, the windows' of the day not cached and the last minutes' that price a restart now.", "target")
 	m.CycleReplayed = g("cycle_replayed_decisions", "Decisions the target's last cycle replayed in shadow: those new since the cycle before, or the whole history when the replay was rebuilt.", "target")
 	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatetuner_leader", Help: "1 when this replica holds the leader lease (or runs without election)."})
 	reg.MustRegister(m.Leader)
