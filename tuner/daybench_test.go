@@ -3,6 +3,7 @@ package tuner_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -163,7 +164,10 @@ func BenchmarkDayCycle(b *testing.B) {
 // heap-MB is the process's live heap after the cycles, the embedded
 // TSDB's included; GATETUNER_BENCH_HEAPPROFILE=file samples the cycles'
 // allocations finely (every 4 KB) and writes the live heap's profile after
-// them, to tell the Tuner's share (what it keeps from cycle to cycle).
+// them, to tell the Tuner's share (what it keeps from cycle to cycle);
+// GATETUNER_BENCH_FIRSTCPUPROFILE=file profiles the first cycle's CPU;
+// GATETUNER_BENCH_SAMPLING=1 measures the model's endpoint budget's
+// sampling error (samplingError).
 func BenchmarkDayCycle24h(b *testing.B) {
 	dir := b.TempDir()
 	p := simulatedPool(b, 64, dir+"/sim")
@@ -185,12 +189,17 @@ func BenchmarkDayCycle24h(b *testing.B) {
 	at := start.Add(24*time.Hour + 7*time.Second)
 	tu := p.targetOn(b, dir, emb, config.DefaultPolicy(), func() time.Time { return at })
 	ctx := context.Background()
+	stop := startCPUProfile(b, os.Getenv("GATETUNER_BENCH_FIRSTCPUPROFILE"))
 	wall, cpu := time.Now(), cpuSeconds()
 	rep := tu.Cycle(ctx, p.target)
 	firstWall, firstCPU := time.Since(wall).Seconds(), cpuSeconds()-cpu
+	stop()
 	fq, fr := cycleReport(b, rep)
 	b.Logf("first cycle: %.1f s wall, %.1f s CPU, %d queries (%d windows), %d decisions drawn, heap %.1f MB, throughput %s",
 		firstWall, firstCPU, fq.Queries, fq.SpansQueried, fr.Decisions, heapMB(), rep.Recommendation.Evidence.Throughput.Note)
+	if os.Getenv("GATETUNER_BENCH_SAMPLING") != "" {
+		samplingError(b, p, dir, emb, at, rep)
+	}
 	start0 := at
 	cpu, n := cpuSeconds(), 0
 	var lq tuner.DayQueries
@@ -219,6 +228,98 @@ func BenchmarkDayCycle24h(b *testing.B) {
 		writeHeapProfile(b, path)
 	}
 	runtime.KeepAlive(tu)
+}
+
+// samplingError measures what the model's endpoint budget costs in
+// accuracy: the first cycle's day table at the default budget (rep) and at
+// the full draws (50 a snapshot, budget off) of the same seed, each against
+// the full draws of another seed — the sampling noise the full draws
+// already carry. It logs the largest and median relative difference of the
+// windows' scores (current settings, and each window's best) and the
+// recommendation of each.
+func samplingError(b *testing.B, p *dayPool, dir string, q prom.Querier, at time.Time, rep *tuner.Report) {
+	ctx := context.Background()
+	first := func(name string, seed uint64, budget int) *tuner.Report {
+		sub := dir + "/" + name
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		pol := config.DefaultPolicy()
+		pol.ModelEndpointBudget = &budget
+		tu := p.targetOn(b, sub, q, pol, func() time.Time { return at })
+		tu.Seed = seed
+		wall, cpu := time.Now(), cpuSeconds()
+		r := tu.Cycle(ctx, p.target)
+		fq, fr := cycleReport(b, r)
+		b.Logf("%s: first cycle %.1f s wall, %.1f s CPU, %d queries, %d decisions drawn", name, time.Since(wall).Seconds(), cpuSeconds()-cpu, fq.Queries, fr.Decisions)
+		return r
+	}
+	full := first("full-seed-1", 1, math.MaxInt)
+	other := first("full-seed-2", 2, math.MaxInt)
+	describe := func(r *tuner.Report) string {
+		rc := r.Recommendation
+		return fmt.Sprintf("%s %.0f ms (day score %.3f vs current %.3f)", rc.Mode, rc.MaxTTFTPenaltyMs, *rc.Evidence.Day.RecommendedScore, *rc.Evidence.Day.CurrentScore)
+	}
+	for _, c := range []struct {
+		name string
+		a, b *tuner.Report
+	}{{"budget 800 vs full, seed 1", rep, full}, {"full seed 1 vs full seed 2", full, other}} {
+		var cur, best, gain []float64
+		wa, wb := c.a.Recommendation.Evidence.Day.Windows, c.b.Recommendation.Evidence.Day.Windows
+		for i := range min(len(wa), len(wb)) {
+			if x, y := wa[i].Current, wb[i].Current; x != nil && y != nil && *y > 0 {
+				cur = append(cur, math.Abs(*x / *y - 1))
+			}
+			if x, y := wa[i].BestScore, wb[i].BestScore; x != nil && y != nil && *y > 0 {
+				best = append(best, math.Abs(*x / *y - 1))
+			}
+			// What the 10 % rule reads: a window's score against the
+			// current settings' in the same draws.
+			if x, y, u, v := wa[i].Recommended, wa[i].Current, wb[i].Recommended, wb[i].Current; x != nil && y != nil && u != nil && v != nil && *y > 0 && *v > 0 {
+				gain = append(gain, math.Abs(*x / *y - *u / *v))
+			}
+		}
+		b.Logf("%s: window score difference, current settings max %.1f %% median %.1f %%, window's best max %.1f %% median %.1f %%, recommended/current max %.1f median %.1f points (%d windows); recommendations %s | %s",
+			c.name, 100*maxOf(cur), 100*median(cur), 100*maxOf(best), 100*median(best), 100*maxOf(gain), 100*median(gain), len(cur), describe(c.a), describe(c.b))
+	}
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// startCPUProfile profiles the CPU into path until the returned func is
+// called; an empty path profiles nothing.
+func startCPUProfile(b *testing.B, path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // writeHeapProfile writes the live heap's profile to path.

@@ -211,34 +211,46 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // TestModelDrawsStandForTheirShareOfTheStep: the Prometheus model's draws
 // are spread over each snapshot's step and each carries the real requests
 // it stands for (rate × step / draws) and its prompt length, so the
-// feedback replay can give each its share of time.
+// feedback replay can give each its share of time; past 16 endpoints the
+// endpoint budget draws fewer, each standing for more.
 func TestModelDrawsStandForTheirShareOfTheStep(t *testing.T) {
 	base := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	rate := 10.0
+	endpoints := 2
 	snap := func(at time.Time) estimator.Snapshot {
-		return estimator.Snapshot{Time: at, Endpoints: []estimator.EndpointLoad{{Endpoint: "a", Tokens: 5000}, {Endpoint: "b", Tokens: 0}}}
+		eps := []estimator.EndpointLoad{{Endpoint: "a", Tokens: 5000}, {Endpoint: "b", Tokens: 0}}
+		for i := len(eps); i < endpoints; i++ {
+			eps = append(eps, estimator.EndpointLoad{Endpoint: fmt.Sprintf("pod-%d", i), Tokens: float64(100 * i)})
+		}
+		return estimator.Snapshot{Time: at, Endpoints: eps}
 	}
 	dist := func(lo, hi float64) estimator.Distribution {
 		return estimator.Distribution{Status: estimator.StatusOK, Count: 100, Buckets: []estimator.Bucket{{Lower: lo, Upper: hi, Count: 100}}}
 	}
-	est := &estimator.Estimates{
-		RequestRate: estimator.Scalar{Status: estimator.StatusOK, Value: &rate},
-		InFlight:    estimator.InFlight{Status: estimator.StatusOK, StepSeconds: 30, Snapshots: []estimator.Snapshot{snap(base), snap(base.Add(30 * time.Second))}},
-		Prompt:      dist(1000, 4000),
-		Cached:      dist(500, 3000),
-		Routing:     estimator.Routing{Status: estimator.StatusOK, Endpoints: []estimator.EndpointShare{{Endpoint: "a", Share: 0.5}, {Endpoint: "b", Share: 0.5}}},
-	}
 	for _, tc := range []struct {
 		name       string
+		endpoints  int
 		per        int
+		budget     int
 		wantPer    int
 		wantWeight float64
 	}{
-		{"default draws are capped at 50 per snapshot", 0, 50, rate * 30 / 50},
-		{"explicit draws per snapshot", 20, 20, rate * 30 / 20},
+		{"default draws are capped at 50 per snapshot", 2, 0, 0, 50, rate * 30 / 50},
+		{"16 endpoints fill the budget at 50", 16, 0, 0, 50, rate * 30 / 50},
+		{"64 endpoints draw the budget's 800/64", 64, 0, 0, 12, rate * 30 / 12},
+		{"a larger budget draws 50 of 64 endpoints", 64, 0, 64 * 50, 50, rate * 30 / 50},
+		{"explicit draws per snapshot", 64, 20, 0, 20, rate * 30 / 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &tuner.Model{Est: est, BlockSizeTokens: 64, PerSnapshot: tc.per, Seed: 1}
+			endpoints = tc.endpoints
+			est := &estimator.Estimates{
+				RequestRate: estimator.Scalar{Status: estimator.StatusOK, Value: &rate},
+				InFlight:    estimator.InFlight{Status: estimator.StatusOK, StepSeconds: 30, Snapshots: []estimator.Snapshot{snap(base), snap(base.Add(30 * time.Second))}},
+				Prompt:      dist(1000, 4000),
+				Cached:      dist(500, 3000),
+				Routing:     estimator.Routing{Status: estimator.StatusOK, Endpoints: []estimator.EndpointShare{{Endpoint: "a", Share: 0.5}, {Endpoint: "b", Share: 0.5}}},
+			}
+			m := &tuner.Model{Est: est, BlockSizeTokens: 64, PerSnapshot: tc.per, EndpointBudget: tc.budget, Seed: 1}
 			var got []tuner.Decision
 			err := m.Replay(context.Background(), base, base.Add(time.Minute), func(d *tuner.Decision) error {
 				got = append(got, tuner.Decision{TS: d.TS, Weight: d.Weight, PromptTokens: d.PromptTokens, Endpoints: append([]gate.Endpoint(nil), d.Endpoints...)})

@@ -187,7 +187,7 @@ func (t *Tuner) decisionSource(tg *Target, est *estimator.Estimates, day *dayEvi
 		}
 		return src, nil
 	}
-	m := &Model{Est: est, BlockSizeTokens: *tg.Config.Policy.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix())}
+	m := &Model{Est: est, BlockSizeTokens: *tg.Config.Policy.BlockSizeTokens, Seed: t.Seed ^ uint64(now.Unix()), EndpointBudget: *tg.Config.Policy.ModelEndpointBudget}
 	if day.perWindow {
 		// Each span draws from its own seed (the Tuner's and its start): a
 		// later cycle redraws a completed window's decisions exactly.

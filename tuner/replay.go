@@ -48,9 +48,9 @@ type replayKey struct {
 	fbRate   float64
 	fbRates  map[string]float64
 	replicas bool
-	// The model's draws: block size and seed.
-	blockSize int
-	seed      uint64
+	// The model's draws: block size, seed and endpoint budget.
+	blockSize, budget int
+	seed              uint64
 }
 
 // differs says how k differs from o ("" when equal).
@@ -64,7 +64,7 @@ func (k *replayKey) differs(o *replayKey) string {
 		return "the prefill rates moved"
 	case !slices.Equal(k.settings, o.settings):
 		return "the candidates changed"
-	case k.replicas != o.replicas || k.blockSize != o.blockSize || k.seed != o.seed:
+	case k.replicas != o.replicas || k.blockSize != o.blockSize || k.budget != o.budget || k.seed != o.seed:
 		return "the model's parameters changed"
 	}
 	return ""
@@ -200,7 +200,7 @@ func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, day 
 	key := replayKey{kind: src.Kind(), clock: clock, settings: in.settings, drain: in.drain, fbRate: in.fbRate, fbRates: in.fbRates,
 		replicas: src.Kind() == SourceKindRecords}
 	if m, ok := src.(*Model); ok {
-		key.blockSize, key.seed = m.BlockSizeTokens, m.Seed
+		key.blockSize, key.budget, key.seed = m.BlockSizeTokens, m.EndpointBudget, m.Seed
 	} else {
 		key.src = src
 	}

@@ -181,6 +181,9 @@ type Policy struct {
 	Verification    Verification  `mapstructure:"verification"`
 	MinDecisions    *int          `mapstructure:"minDecisions"`
 	BlockSizeTokens *int          `mapstructure:"blockSizeTokens"`
+	// ModelEndpointBudget bounds the Prometheus model's draws per snapshot
+	// by their endpoints: draws × endpoints ≤ this (at most 50 draws).
+	ModelEndpointBudget *int `mapstructure:"modelEndpointBudget"`
 }
 
 // Profile declares a custom EPP build profile.
@@ -243,7 +246,7 @@ var defaultPolicy = Policy{
 	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), MinGainShare: ptr(0.25), Deadband: ptr(0.2), MaxStep: ptr(4.0),
 	Cooldown: 6 * time.Hour, DailyBudget: ptr(1), BudgetWindow: 24 * time.Hour, ApplyWindow: &ApplyWindow{Auto: true}, RestartWarmup: time.Minute,
 	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute, Warmup: 2 * time.Minute},
-	MinDecisions: ptr(200), BlockSizeTokens: ptr(64),
+	MinDecisions: ptr(200), BlockSizeTokens: ptr(64), ModelEndpointBudget: ptr(800),
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -522,6 +525,9 @@ func merge(p, def Policy) Policy {
 	if p.BlockSizeTokens == nil {
 		p.BlockSizeTokens = def.BlockSizeTokens
 	}
+	if p.ModelEndpointBudget == nil {
+		p.ModelEndpointBudget = def.ModelEndpointBudget
+	}
 	return p
 }
 
@@ -595,6 +601,9 @@ func (p *Policy) validate(prefix string) error {
 	}
 	if *p.BlockSizeTokens <= 0 {
 		bad("%s: want > 0", key("blockSizeTokens"))
+	}
+	if *p.ModelEndpointBudget <= 0 {
+		bad("%s: want > 0 (draws × endpoints per snapshot)", key("modelEndpointBudget"))
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -100,6 +100,7 @@ func TestRejects(t *testing.T) {
 		{"bad custom profile", "profiles:\n- name: p\n  keys: [base, nope]\n" + tgt, "nope"},
 		{"syncedEPPReplicas not a bool", tgt + "  syncedEPPReplicas: maybe\n", "syncedEPPReplicas"},
 		{"pdGateProfile neither prefill nor decode", tgt + "  pdGateProfile: both\n", "pdGateProfile"},
+		{"no model endpoint budget", tgt + "  modelEndpointBudget: 0\n", "targets[0] (a): modelEndpointBudget: want > 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,8 +3,10 @@ package shadow
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"testing"
@@ -279,6 +281,68 @@ func BenchmarkFeedback(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
 		b.ReportMetric(float64(fb.Shards()), "shards")
 	})
+}
+
+// modelDraws draws n decisions shaped as the Prometheus model's (the
+// tuner's source without records): eps endpoints named, a snapshot of
+// their in-flight tokens every per draws, each draw's home endpoint alone
+// holding its cached prefix, one request a draw (weight 1), and the
+// Accumulator's decisions attached as the tuner attaches them.
+func modelDraws(settings []gate.Settings, eps, per, n int) []FeedbackDecision {
+	r := rand.New(rand.NewPCG(7, 8))
+	names := make([][]byte, eps)
+	for i := range names {
+		names[i] = []byte(fmt.Sprintf("pod-%02d", i))
+	}
+	acc := NewAccumulator(settings, 15000)
+	tokens := make([]int64, eps)
+	out := make([]FeedbackDecision, 0, n)
+	for i := 0; i < n; i++ {
+		if i%per == 0 {
+			for j := range tokens {
+				tokens[j] = r.Int64N(400000)
+			}
+		}
+		prompt := 500 + r.IntN(20000)
+		total := (prompt + 63) / 64
+		home := r.IntN(eps)
+		d := FeedbackDecision{At: float64(i) * 15 / float64(per), Weight: 1, Names: names, PromptTokens: int64(prompt),
+			Endpoints: make([]gate.Endpoint, eps)}
+		for j := range d.Endpoints {
+			d.Endpoints[j] = gate.Endpoint{HasMatch: true, TotalBlocks: total, BlockSizeTokens: 64, HasLoad: true, InFlightTokens: tokens[j], InFlightRequests: tokens[j] / 2000}
+		}
+		d.Endpoints[home].MatchBlocks = int(float64(total) * r.Float64() * 1.1)
+		d.Decided = append([]gate.Decision(nil), acc.Add(d.Endpoints)...)
+		out = append(out, d)
+	}
+	return out
+}
+
+// BenchmarkFeedbackModel64: the first cycle's replay shape — decisions of
+// 64 endpoints drawn as the Prometheus model draws them, replayed for the
+// tuner's 83 candidates (the current settings, 81 static bars 2^(1/4)
+// apart around it and the gate off) on one core; reports ns per decision
+// per settings.
+func BenchmarkFeedbackModel64(b *testing.B) {
+	settings := []gate.Settings{defaultSettings()}
+	for k := -40; k <= 40; k++ {
+		settings = append(settings, staticBar(280000*math.Pow(2, float64(k)/4)))
+	}
+	off := defaultSettings()
+	off.MaxTTFTPenaltyMs = 0
+	settings = append(settings, off)
+	ds := modelDraws(settings, 64, 25, 5000)
+	span := ds[len(ds)-1].At + 0.6
+	fb := NewFeedback(settings, FeedbackOptions{Rate: 15000, Parts: 4})
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		d := ds[n%len(ds)]
+		d.At += span * float64(n/len(ds))
+		fb.Add(&d)
+		n++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
 }
 
 // FuzzFeedback: arbitrary decisions (endpoint sets that change, duplicate

@@ -488,8 +488,14 @@ type Model struct {
 	// BlockSizeTokens is the EPP prefix producer's block size.
 	BlockSizeTokens int
 	// PerSnapshot bounds the decisions drawn per snapshot (default: request
-	// rate × snapshot step, at least 1, at most maxPerSnapshot).
+	// rate × snapshot step, at least 1, at most maxPerSnapshot and at most
+	// EndpointBudget / the snapshot's endpoints).
 	PerSnapshot int
+	// EndpointBudget bounds the default draws per snapshot by their size:
+	// draws × endpoints ≤ EndpointBudget (≤ 0: DefaultEndpointBudget), so
+	// the replay's cost stops growing with the pool past 16 endpoints and
+	// its sampling error grows instead (docs/tuner.md, "Cost").
+	EndpointBudget int
 	// Seed makes the draws reproducible.
 	Seed uint64
 }
@@ -502,6 +508,10 @@ type Span struct {
 
 // maxPerSnapshot bounds the model's default draws per snapshot.
 const maxPerSnapshot = 50
+
+// DefaultEndpointBudget is the model's default EndpointBudget: the
+// maxPerSnapshot draws of a 16-endpoint pool.
+const DefaultEndpointBudget = maxPerSnapshot * 16
 
 // Kind returns KindModel.
 func (m *Model) Kind() string { return KindModel }
@@ -619,20 +629,17 @@ func (m *Model) replaySpan(ctx context.Context, e *estimator.Estimates, from, to
 		rate = *e.RequestRate.Value
 	}
 	step := e.InFlight.StepSeconds
-	per := m.PerSnapshot
-	if per <= 0 {
-		per = int(math.Round(rate * step))
-		per = min(max(per, 1), maxPerSnapshot)
+	budget := m.EndpointBudget
+	if budget <= 0 {
+		budget = DefaultEndpointBudget
 	}
-	// Each draw stands for rate × step / per real requests, and the draws
-	// are spread over the step (the snapshot stands for it).
-	weight := 0.0
-	if rate > 0 && step > 0 {
-		weight = rate * step / float64(per)
-	}
-	spacing := time.Duration(0)
-	if step > 0 {
-		spacing = time.Duration(step / float64(per) * float64(time.Second))
+	// perOf is the draws of a snapshot of n endpoints.
+	perOf := func(n int) int {
+		if m.PerSnapshot > 0 {
+			return m.PerSnapshot
+		}
+		per := int(math.Round(rate * step))
+		return min(max(per, 1), maxPerSnapshot, max(budget/n, 1))
 	}
 	// Routing shares as a cumulative table over endpoint names.
 	type share struct {
@@ -682,6 +689,17 @@ func (m *Model) replaySpan(ctx context.Context, e *estimator.Estimates, from, to
 		table, tsum := shares, total
 		if ltotal > 0 {
 			table, tsum = local, ltotal
+		}
+		// Each draw stands for rate × step / per real requests, and the
+		// draws are spread over the step (the snapshot stands for it).
+		per := perOf(len(eps))
+		weight := 0.0
+		if rate > 0 && step > 0 {
+			weight = rate * step / float64(per)
+		}
+		spacing := time.Duration(0)
+		if step > 0 {
+			spacing = time.Duration(step / float64(per) * float64(time.Second))
 		}
 		for k := 0; k < per; k++ {
 			x := rng.Float64() * tsum
