@@ -20,6 +20,7 @@ import (
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/sink"
+	"github.com/gatetuner/gatetuner/tuner/source"
 )
 
 // phaseEnv recommends from one simulated phase through the whole tuner path:
@@ -207,6 +208,14 @@ func pctS(v *float64) string {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestPolicyEndpointBudgetIsTheModels: the policy's default
+// modelEndpointBudget is the model's own default.
+func TestPolicyEndpointBudgetIsTheModels(t *testing.T) {
+	if got := *config.DefaultPolicy().ModelEndpointBudget; got != source.DefaultEndpointBudget {
+		t.Fatalf("policy default %d, model default %d", got, source.DefaultEndpointBudget)
+	}
+}
 
 // TestModelDrawsStandForTheirShareOfTheStep: the Prometheus model's draws
 // are spread over each snapshot's step and each carries the real requests
