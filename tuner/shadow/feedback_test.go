@@ -255,30 +255,13 @@ func BenchmarkFeedback(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			fb := NewFeedback(settings, FeedbackOptions{Rate: 13000, Parts: 4, PrefixReplicas: replicas})
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				d := ds[n%len(ds)]
-				d.At += span * float64(n/len(ds))
-				fb.Add(&d)
-				n++
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
+			loopFeedback(b, ds, span, len(settings), fb.Add, nil)
 		})
 	}
 	// The same on a Sharded replay with one shard per core (the tuner's).
 	b.Run("replicas=on/sharded", func(b *testing.B) {
 		fb := NewSharded(settings, FeedbackOptions{Rate: 13000, Parts: 4, PrefixReplicas: true}, runtime.GOMAXPROCS(0))
-		b.ReportAllocs()
-		n := 0
-		for b.Loop() {
-			d := ds[n%len(ds)]
-			d.At += span * float64(n/len(ds))
-			fb.Add(&d)
-			n++
-		}
-		fb.Flush()
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
+		loopFeedback(b, ds, span, len(settings), fb.Add, fb.Flush)
 		b.ReportMetric(float64(fb.Shards()), "shards")
 	})
 }
@@ -334,15 +317,26 @@ func BenchmarkFeedbackModel64(b *testing.B) {
 	ds := modelDraws(settings, 64, 25, 5000)
 	span := ds[len(ds)-1].At + 0.6
 	fb := NewFeedback(settings, FeedbackOptions{Rate: 15000, Parts: 4})
+	loopFeedback(b, ds, span, len(settings), fb.Add, nil)
+}
+
+// loopFeedback adds ds to a replay over and over, each pass span seconds
+// after the last, one decision a benchmark iteration; flush (when set)
+// finishes the replay before the time is read. It reports ns per decision
+// per settings.
+func loopFeedback(b *testing.B, ds []FeedbackDecision, span float64, settings int, add func(*FeedbackDecision), flush func()) {
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
 		d := ds[n%len(ds)]
 		d.At += span * float64(n/len(ds))
-		fb.Add(&d)
+		add(&d)
 		n++
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(len(settings)), "ns/decision/settings")
+	if flush != nil {
+		flush()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/float64(settings), "ns/decision/settings")
 }
 
 // FuzzFeedback: arbitrary decisions (endpoint sets that change, duplicate
