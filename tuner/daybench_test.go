@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -256,14 +257,21 @@ func samplingError(b *testing.B, p *dayPool, dir string, q prom.Querier, at time
 	}
 	full := first("full-seed-1", 1, math.MaxInt)
 	other := first("full-seed-2", 2, math.MaxInt)
+	score := func(v *float64) string {
+		if v == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%.3f", *v)
+	}
 	describe := func(r *tuner.Report) string {
 		rc := r.Recommendation
-		return fmt.Sprintf("%s %.0f ms (day score %.3f vs current %.3f)", rc.Mode, rc.MaxTTFTPenaltyMs, *rc.Evidence.Day.RecommendedScore, *rc.Evidence.Day.CurrentScore)
+		return fmt.Sprintf("%s %.0f ms (day score %s vs current %s)", rc.Mode, rc.MaxTTFTPenaltyMs, score(rc.Evidence.Day.RecommendedScore), score(rc.Evidence.Day.CurrentScore))
 	}
+	budget := fmt.Sprintf("budget %d vs full, seed 1", *config.DefaultPolicy().ModelEndpointBudget)
 	for _, c := range []struct {
 		name string
 		a, b *tuner.Report
-	}{{"budget 800 vs full, seed 1", rep, full}, {"full seed 1 vs full seed 2", full, other}} {
+	}{{budget, rep, full}, {"full seed 1 vs full seed 2", full, other}} {
 		var cur, best, gain []float64
 		wa, wb := c.a.Recommendation.Evidence.Day.Windows, c.b.Recommendation.Evidence.Day.Windows
 		for i := range min(len(wa), len(wb)) {
@@ -284,21 +292,20 @@ func samplingError(b *testing.B, p *dayPool, dir string, q prom.Querier, at time
 	}
 }
 
+// maxOf is v's largest value (0 when empty).
 func maxOf(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, x)
+	if len(v) == 0 {
+		return 0
 	}
-	return m
+	return slices.Max(v)
 }
 
+// median is v's upper median (0 when empty).
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
+	return slices.Sorted(slices.Values(v))[len(v)/2]
 }
 
 // startCPUProfile profiles the CPU into path until the returned func is

@@ -225,10 +225,10 @@ func TestPolicyEndpointBudgetIsTheModels(t *testing.T) {
 func TestModelDrawsStandForTheirShareOfTheStep(t *testing.T) {
 	base := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	rate := 10.0
-	endpoints := 2
-	snap := func(at time.Time) estimator.Snapshot {
+	// snap is a snapshot of n endpoints: a and b, then idle-ish pods.
+	snap := func(at time.Time, n int) estimator.Snapshot {
 		eps := []estimator.EndpointLoad{{Endpoint: "a", Tokens: 5000}, {Endpoint: "b", Tokens: 0}}
-		for i := len(eps); i < endpoints; i++ {
+		for i := len(eps); i < n; i++ {
 			eps = append(eps, estimator.EndpointLoad{Endpoint: fmt.Sprintf("pod-%d", i), Tokens: float64(100 * i)})
 		}
 		return estimator.Snapshot{Time: at, Endpoints: eps}
@@ -251,10 +251,9 @@ func TestModelDrawsStandForTheirShareOfTheStep(t *testing.T) {
 		{"explicit draws per snapshot", 64, 20, 0, 20, rate * 30 / 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			endpoints = tc.endpoints
 			est := &estimator.Estimates{
 				RequestRate: estimator.Scalar{Status: estimator.StatusOK, Value: &rate},
-				InFlight:    estimator.InFlight{Status: estimator.StatusOK, StepSeconds: 30, Snapshots: []estimator.Snapshot{snap(base), snap(base.Add(30 * time.Second))}},
+				InFlight:    estimator.InFlight{Status: estimator.StatusOK, StepSeconds: 30, Snapshots: []estimator.Snapshot{snap(base, tc.endpoints), snap(base.Add(30*time.Second), tc.endpoints)}},
 				Prompt:      dist(1000, 4000),
 				Cached:      dist(500, 3000),
 				Routing:     estimator.Routing{Status: estimator.StatusOK, Endpoints: []estimator.EndpointShare{{Endpoint: "a", Share: 0.5}, {Endpoint: "b", Share: 0.5}}},
