@@ -18,10 +18,6 @@ import (
 // that export it: docs/gate.md, "What each build reports").
 const mEPPGateDecision = gate.DecisionCounterName
 
-// StatusNotReported: the target's build does not export this (its profile
-// says so); not an error.
-const StatusNotReported Status = "not-reported"
-
 // partDecisions names the decision counts in Reasons.
 const partDecisions = "decisions"
 

@@ -18,6 +18,9 @@ const (
 	StatusPrior Status = "prior"
 	// StatusInconclusive: no trustworthy value; Reasons say why.
 	StatusInconclusive Status = "inconclusive"
+	// StatusNotReported: the target's EPP build does not export this (its
+	// build profile says so); not an error (DecisionCounts only).
+	StatusNotReported Status = "not-reported"
 )
 
 // ReasonCode is a machine-readable cause of an Inconclusive estimate or of a
