@@ -103,7 +103,10 @@ type DecisionCounts struct {
 	Replicas map[string]int `json:"replicas,omitempty"`
 	// Resets counts counter resets in the span (a replica's process
 	// restarting under the same labels); the increase spans them.
-	Resets  float64  `json:"resets"`
+	Resets float64 `json:"resets"`
+	// Reasons are the decision counts' own (part "decisions"); they are
+	// not collected into the estimate's reasons and warnings, whose
+	// status they never change.
 	Reasons []Reason `json:"reasons,omitempty"`
 }
 

@@ -520,9 +520,6 @@ func (e *Estimates) collect() {
 	add(e.RequestRate.Reasons)
 	add(e.InFlight.Reasons)
 	add(e.Routing.Reasons)
-	if e.Decisions != nil {
-		add(e.Decisions.Reasons)
-	}
 	add(e.Reasons)
 	add(e.Warnings)
 	less := func(l []Reason) func(i, j int) bool {
