@@ -197,7 +197,7 @@ func (in *decisionInputs) result(t Target, cfg Config, to time.Time) *DecisionCo
 	rep := t.Reports
 	switch {
 	case len(d.ByPlugin) == 0 && len(d.Other) == 0:
-		in.absent(d, rep)
+		in.absent(d, t)
 		return d
 	case rep != nil && !rep.DecisionCounter:
 		d.Reasons = append(d.Reasons, Reason{Code: ReasonDecisionCounterUnexpected, Part: partDecisions, Detail: fmt.Sprintf(
@@ -264,24 +264,23 @@ func (d *DecisionCounts) add(plugin, outcome string, n float64) {
 }
 
 // absent explains a counter without series in the span.
-func (in *decisionInputs) absent(d *DecisionCounts, rep *gate.Reports) {
+func (in *decisionInputs) absent(d *DecisionCounts, t Target) {
+	rep := t.Reports
+	d.ByPlugin, d.Replicas = nil, nil
 	span := fmt.Sprintf("in [%s, %s]", d.From.UTC().Format(time.RFC3339), d.To.UTC().Format(time.RFC3339))
 	switch {
 	case rep != nil && !rep.DecisionCounter:
 		d.Status, d.Detail = StatusNotReported, "not reported by this build: "+rep.Evidence
-		d.ByPlugin, d.Replicas = nil, nil
-		return
 	case rep != nil:
 		d.Reasons = []Reason{{Code: ReasonDecisionCounterAbsent, Part: partDecisions, Detail: fmt.Sprintf(
 			"no series of %s match {%s} %s, although the target's build exports it (%s): the filter made no decision in the span, "+
 				"or the EPP selector misses the EPP's /metrics (port http-metrics), or the image is older than the profile says",
-			mEPPGateDecision, strings.TrimSuffix(strings.TrimPrefix(d.Source, mEPPGateDecision+"{"), "}"), span, rep.Evidence)}}
+			mEPPGateDecision, t.EPPSelector, span, rep.Evidence)}}
 	default:
 		d.Reasons = []Reason{{Code: ReasonDecisionCounterAbsent, Part: partDecisions, Detail: fmt.Sprintf(
 			"no series of %s match the EPP selector %s (the build is not known here: releases through v0.10.0 do not export it)",
 			d.Source, span)}}
 	}
-	d.ByPlugin, d.Replicas = nil, nil
 }
 
 // check joins the target's plugin, the freshness and the outcomes against
