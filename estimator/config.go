@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/gatetuner/gatetuner/gate"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -169,6 +171,14 @@ type Target struct {
 	// profile whose plugins include the gate: PDGatePrefill or PDGateDecode;
 	// empty: inferred from the gate's decision count when possible.
 	PDGateProfile string `json:"pdGateProfile,omitempty"`
+	// GatePlugin is the plugin_name the decision counter labels the
+	// target's filter with: its name in the EPP config. Empty: every
+	// plugin_name is counted and none is checked.
+	GatePlugin string `json:"gatePlugin,omitempty"`
+	// Reports is what the target's EPP build exports about each decision
+	// (its build profile's gate.Profile.Reports); nil: not known, the
+	// counter is read when its series exist.
+	Reports *gate.Reports `json:"-"`
 }
 
 // Validate checks the selectors parse as PromQL label matchers.

@@ -18,6 +18,9 @@ const (
 	StatusPrior Status = "prior"
 	// StatusInconclusive: no trustworthy value; Reasons say why.
 	StatusInconclusive Status = "inconclusive"
+	// StatusNotReported: the target's EPP build does not export this (its
+	// build profile says so); not an error (DecisionCounts only).
+	StatusNotReported Status = "not-reported"
 )
 
 // ReasonCode is a machine-readable cause of an Inconclusive estimate or of a
@@ -103,6 +106,20 @@ const (
 	// decode pods' cached tokens (KV received by transfer, nearly the whole
 	// prompt), not the prefill pods' prefix hits.
 	ReasonPDCachedFromDecode ReasonCode = "pd-cached-tokens-from-decode"
+	// ReasonDecisionCounterAbsent: no series of the decision counter match
+	// the EPP selector in the span, and the target's build exports it (or
+	// its build is not known).
+	ReasonDecisionCounterAbsent ReasonCode = "decision-counter-absent"
+	// ReasonDecisionCounterStale: the decision counter has series in the
+	// span but none (of the target's plugin) is fresh at its end.
+	ReasonDecisionCounterStale ReasonCode = "decision-counter-stale"
+	// ReasonDecisionPluginNotFound: the target's plugin is not among the
+	// decision counter's plugin_name values.
+	ReasonDecisionPluginNotFound ReasonCode = "decision-plugin-not-found"
+	// ReasonDecisionOutcomeUnexpected: the counter has an outcome the
+	// target's build does not record (missing_signal under a v1 profile) or
+	// gatetuner does not model (request_load_override).
+	ReasonDecisionOutcomeUnexpected ReasonCode = "decision-outcome-unexpected"
 )
 
 // Reasons that are only warnings: the estimate stands, with a caveat.
@@ -155,6 +172,10 @@ const (
 	// taken after their pod's vLLM series ended (the EPP keeps a departed
 	// endpoint's gauge forever).
 	ReasonEndpointsDeparted ReasonCode = "endpoints-departed"
+	// ReasonDecisionCounterUnexpected: the decision counter has series
+	// although the target's build profile says its build does not export
+	// it (the profile names an older build); the counts stand.
+	ReasonDecisionCounterUnexpected ReasonCode = "decision-counter-unexpected"
 )
 
 // Reason is one cause with the part of the estimate it concerns.
@@ -162,7 +183,7 @@ type Reason struct {
 	Code ReasonCode `json:"code"`
 	// Part names the estimate: "drainRate", "perRequestRate", "stepRate",
 	// "nominal", "promptTokens", "cachedTokens", "requestRate", "inFlight",
-	// "routing", "coverage" or "features".
+	// "routing", "decisions", "coverage" or "features".
 	Part   string `json:"part"`
 	Detail string `json:"detail,omitempty"`
 }
@@ -405,6 +426,9 @@ type Estimates struct {
 	Queries     QueryStats   `json:"queries"`
 	// Shape is what was inferred about the exporters and how their names joined.
 	Shape Shape `json:"shape"`
+	// Decisions are the EPP's own counts of the filter's decisions over
+	// the lookback (the span, for EstimateSpan), per plugin and outcome.
+	Decisions *DecisionCounts `json:"decisions,omitempty"`
 }
 
 // Inconclusive reports whether the estimates must not be acted on.
@@ -437,7 +461,7 @@ func (c ReasonCode) fatal() bool {
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded,
 		ReasonWindowsDropped, ReasonSnapshotsSkipped, ReasonNominalFromStepTime,
 		ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved, ReasonCachedHistogramPartial,
-		ReasonPDNominalFromDrain, ReasonPDCachedMixed, ReasonEndpointsDeparted:
+		ReasonPDNominalFromDrain, ReasonPDCachedMixed, ReasonEndpointsDeparted, ReasonDecisionCounterUnexpected:
 		return false
 	}
 	return true
@@ -456,10 +480,12 @@ func AllReasonCodes() []ReasonCode {
 		ReasonSelectorMatchesNothing, ReasonPodLabelMissing, ReasonSeriesEmpty,
 		ReasonPDGateProfileUnknown, ReasonPDGateProfileMismatch, ReasonPDPrefillPodsUnselected,
 		ReasonPDGateOnDecodeProfile, ReasonPDCachedFromDecode,
+		ReasonDecisionCounterAbsent, ReasonDecisionCounterStale, ReasonDecisionPluginNotFound, ReasonDecisionOutcomeUnexpected,
 		ReasonKVUsageUnknown, ReasonPreemptionsUnknown, ReasonMaxNumSeqsUnknown, ReasonWindowShort,
 		ReasonStepRateDisagrees, ReasonTopBucket, ReasonPriorInUse, ReasonPodsExcluded, ReasonWindowsDropped,
 		ReasonNominalFromStepTime, ReasonSnapshotsSkipped, ReasonEndpointsUnjoined, ReasonIterationStepsUnobserved,
 		ReasonCachedHistogramPartial, ReasonPDNominalFromDrain, ReasonPDCachedMixed, ReasonEndpointsDeparted,
+		ReasonDecisionCounterUnexpected,
 	}
 }
 

@@ -332,7 +332,10 @@ func (e *Estimator) estimate(r *runner, t Target, at time.Time) *Estimates {
 		e.queueProducers(r, t, at, epp)
 	}
 	e.queuePD(r, t, at, pdIn)
+	dec := &decisionInputs{}
+	e.queueDecisions(r, t, at, dec)
 	r.wait()
+	est.Decisions = dec.result(t, cfg, at)
 	epp.chooseProducer(t)
 	var pdv *pdView
 	if verr == nil && pdIn.indicated() {

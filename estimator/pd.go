@@ -28,10 +28,9 @@ const (
 
 // Metric names read for P/D.
 const (
-	mGeneration      = "vllm:generation_tokens_total"
-	mRequestSuccess  = "vllm:request_success_total"
-	mEPPDisagg       = "llm_d_epp_disagg_decision_total"
-	mEPPGateDecision = "llm_d_epp_prefix_cache_affinity_filter_decisions_total"
+	mGeneration     = "vllm:generation_tokens_total"
+	mRequestSuccess = "vllm:request_success_total"
+	mEPPDisagg      = "llm_d_epp_disagg_decision_total"
 )
 
 // PD is what the estimator found about a P/D-disaggregated pool.

@@ -67,8 +67,10 @@ func partition(c buildConfig, eps []Endpoint) (sticky, nonSticky []int, kept []i
 }
 
 // filterV1 transcribes plugin.go@800ec0e45 (main ebab68792), @ff37a5592
-// (v0.9.0 … v0.10.0), main after #2720 and @17dd1ab57: a missing signal is
-// MaxFloat64 (predictor) or 0 tokens (throughput).
+// (v0.9.0 … v0.10.0), @920d38f3e (PR #2494: the same code plus one
+// recordDecision per return, the outcome returned here), main after #2720
+// and @17dd1ab57: a missing signal is MaxFloat64 (predictor) or 0 tokens
+// (throughput).
 func filterV1(c buildConfig, eps []Endpoint) ([]int, string) {
 	sticky, nonSticky, kept, outcome, done := partition(c, eps)
 	if done {
@@ -105,9 +107,11 @@ func filterV1(c buildConfig, eps []Endpoint) ([]int, string) {
 	return sticky, "sticky"
 }
 
-// filterV2 transcribes plugin.go@066c20ea1: endpoints without the signal
-// are left out of the minimum; a group without one ends missing_signal,
-// keeping every endpoint.
+// filterV2 transcribes plugin.go@066c20ea1 and
+// red-hat-data-services/llm-d-router plugin.go@4a00e2dd5 (the same Filter,
+// bestTTFT, endpointTTFT and inFlightTokens, read side by side): endpoints
+// without the signal are left out of the minimum; a group without one ends
+// missing_signal, keeping every endpoint.
 func filterV2(c buildConfig, eps []Endpoint) ([]int, string) {
 	sticky, nonSticky, kept, outcome, done := partition(c, eps)
 	if done {
@@ -222,7 +226,9 @@ func edgeEndpoints(r *rand.Rand) []Endpoint {
 func TestDecideMatchesEachBuildsFilter(t *testing.T) {
 	transcriptions := map[string]func(buildConfig, []Endpoint) ([]int, string){
 		ProfileRouter202608:        filterV1,
+		ProfileRouter202608Counter: filterV1,
 		ProfileRouter202609:        filterV1,
+		ProfileRouter202609V2:      filterV2,
 		ProfileRouterCalibration:   filterV1,
 		ProfileRouterCalibrationV2: filterV2,
 		ProfilePenaltyMode:         filterV1, // static mode; matchedTokens is the seed's own (decide_test.go)
@@ -234,6 +240,7 @@ func TestDecideMatchesEachBuildsFilter(t *testing.T) {
 		if !ok {
 			t.Fatalf("no transcription of the build of %s", prof.Name)
 		}
+		recorded := map[string]bool{} // the outcomes the build's Filter returned by
 		for n := 0; n < 20000; n++ {
 			p := prof.DefaultParams()
 			s := p.Settings(prof.MissingSignal)
@@ -254,12 +261,41 @@ func TestDecideMatchesEachBuildsFilter(t *testing.T) {
 			c := buildConfig{threshold: s.AffinityThreshold, maxMs: s.MaxTTFTPenaltyMs, ppt: s.PeakPrefillThroughput,
 				latency: s.Source == SourceLatencyPredictor, explore: s.ExplorationProbability >= 1, tokenBar: s.MaxTokensInFlightPenalty}
 			wantKept, wantOutcome := filter(c, eps)
+			recorded[wantOutcome] = true
 			d := Decide(&s, eps)
 			gotKept := AppendKept(nil, &s, eps, &d)
 			if !slices.Equal(gotKept, wantKept) || d.Outcome.String() != wantOutcome {
 				t.Fatalf("%s: %s on %+v\nDecide keeps %v (%s), the build keeps %v (%s)", prof.Name, s.String(), eps,
 					gotKept, d.Outcome, wantKept, wantOutcome)
 			}
+		}
+		checkReportedOutcomes(t, prof, recorded)
+	}
+}
+
+// checkReportedOutcomes: a build that reports decisions declares exactly
+// the outcomes its Filter returns by (each return path records one), and a
+// build that reports none declares none.
+func checkReportedOutcomes(t *testing.T, prof Profile, recorded map[string]bool) {
+	t.Helper()
+	if !prof.Reports.Any() {
+		if len(prof.Reports.Outcomes) != 0 {
+			t.Errorf("%s reports neither counter nor span but declares outcomes %v", prof.Name, prof.Reports.Outcomes)
+		}
+		return
+	}
+	declared := map[string]bool{}
+	for _, o := range prof.Reports.Outcomes {
+		declared[o.String()] = true
+	}
+	for o := range recorded {
+		if !declared[o] {
+			t.Errorf("%s: the build records %s, which its Reports do not declare", prof.Name, o)
+		}
+	}
+	for o := range declared {
+		if !recorded[o] {
+			t.Errorf("%s: declares outcome %s, which the build's Filter never returned by in the run", prof.Name, o)
 		}
 	}
 }

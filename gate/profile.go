@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -190,13 +191,20 @@ func ParseThresholdRule(s string) (ThresholdRule, error) {
 }
 
 // Profile is what a target's EPP build accepts: its parameter keys, its
-// missing-signal semantics and its threshold rule, and, for built-in
-// profiles, the upstream source it mirrors and that build's defaults.
+// missing-signal semantics, its threshold rule and the config apiVersions
+// its loader registers; what it reports about each decision; and, for
+// built-in profiles, the upstream source it mirrors and that build's
+// defaults.
 type Profile struct {
 	Name          string
 	Keys          KeySet
 	MissingSignal Semantics
 	Threshold     ThresholdRule
+	// ConfigAPIVersions are the EndpointPickerConfig apiVersions the
+	// build's loader registers; nil means DefaultConfigAPIVersions.
+	ConfigAPIVersions []string
+	// Reports is what the build exports about each filter decision.
+	Reports Reports
 	// Upstream names the llm-d-router source the profile mirrors
 	// (repository@commit, with the release tags that carry the same filter);
 	// "" for custom profiles.
@@ -245,6 +253,15 @@ const (
 	// ProfileRouterCalibrationV2 is commit 066c20ea1: the calibration build
 	// with the missing-signal rule of PR #2652 (v2).
 	ProfileRouterCalibrationV2 = "router-2026-09-calibration-v2"
+	// ProfileRouter202609V2 is router-2026-09 with PR #2652's missing-signal
+	// rule (v2) and without calibration: the filter of
+	// red-hat-data-services/llm-d-router plugin.go@4a00e2dd5, whose Filter
+	// is the same text as 066c20ea1's.
+	ProfileRouter202609V2 = "router-2026-09-v2"
+	// ProfileRouter202608Counter is router-2026-08 with PR #2494's decision
+	// counter and without the span (plugin.go@920d38f3e): main between the
+	// merges of #2494 and #2594.
+	ProfileRouter202608Counter = "router-2026-08-counter"
 )
 
 // ProfileRouterNewest is the removed profile "router-newest": it matched no
@@ -267,7 +284,35 @@ const (
 		"with PR #2652's missing-signal rule; not in main or any release tag)"
 	upstreamTokenBar = "llm-d/llm-d-router@a42e39d3d (main, 2026-06-01; maxTokensInFlightPenalty added in 3a160b650, " +
 		"removed by afdf6bcf5 on 2026-06-11; in no release tag)"
-	upstreamPenaltyMode = "router-2026-08 plus the seed's penaltyMode extension (not upstream)"
+	upstreamPenaltyMode    = "router-2026-08 plus the seed's penaltyMode extension (not upstream)"
+	upstreamRouter202609V2 = "red-hat-data-services/llm-d-router@4a00e2dd5f9f548b2a5b249dd4ea6ad8570a254f (plugin.go; metrics.go@a8456660a): " +
+		"router-2026-09 with PR #2652's missing-signal rule (open when read); a downstream repository, whether the commit " +
+		"mirrors an upstream main state is not recorded; its Filter is the same text as llm-d/llm-d-router plugin.go@066c20ea1"
+	upstreamRouter202608Counter = "llm-d/llm-d-router@920d38f3e306f96a6f08ac658bbd10db56059969 (head of PR #2494, marked merged; " +
+		"the merge commit is not recorded): router-2026-08 plus the decision counter, no span"
+)
+
+// What each built-in profile's build reports (docs/gate.md, "What each
+// build reports").
+var (
+	reportsNone = Reports{Evidence: "no metrics.go in the filter package and no recordDecision or span in plugin.go at " +
+		"ebab687, v0.9.0, v0.10.0, release-0.10 (plugin.go@800ec0e45, @ff37a5592)"}
+	reportsTokenBar = Reports{Evidence: "plugin.go@a42e39d3d calls no recordDecision and starts no span; no metrics.go"}
+	reportsSeed     = Reports{Evidence: "the seed's build is router-2026-08's filter plus penaltyMode: no counter, no span"}
+	reportsCounter  = Reports{DecisionCounter: true, Outcomes: outcomesV1,
+		Evidence: "plugin.go@920d38f3e: Factory registers the counter through the handle, Filter records one outcome per call " +
+			"(metrics.go@920d38f3e); no span"}
+	reports202609 = Reports{DecisionCounter: true, GateSpan: true, Outcomes: outcomesV1,
+		Evidence: "inference: the only stored filter carrying PR #2720 without calibration (code index id 60059204061, commit not " +
+			"recorded) carries PR #2494's counter and PR #2594's span; that every main commit from #2720 has both depends on " +
+			"#2594 merging before #2720, which is not recorded"}
+	reportsCalibration = Reports{DecisionCounter: true, GateSpan: true, Outcomes: outcomesV1,
+		Evidence: "plugin.go@17dd1ab57: Factory registers the counter, Filter records the outcome and starts the span"}
+	reportsCalibrationV2 = Reports{DecisionCounter: true, GateSpan: true, Outcomes: outcomesV2,
+		Evidence: "plugin.go@066c20ea1: counter and span, missing_signal recorded on both (all endpoints kept)"}
+	reports202609V2 = Reports{DecisionCounter: true, GateSpan: true, Outcomes: outcomesV2,
+		Evidence: "red-hat-data-services/llm-d-router plugin.go@4a00e2dd5 (span, recordDecision on every return) and " +
+			"metrics.go@a8456660a (outcome missing_signal)"}
 )
 
 // DefaultProfileName is the profile assumed when a target declares none.
@@ -278,18 +323,33 @@ var calibrationKeys = keySetOf(KeyPrefillCalibrationFile, KeyPrefillCalibrationF
 
 // BuiltinProfiles returns the built-in profiles.
 func BuiltinProfiles() []Profile {
-	return []Profile{
-		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne, Upstream: upstreamRouter202608},
-		{Name: ProfileRouter202609, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdUnitInterval, Upstream: upstreamRouter202609},
+	profiles := []Profile{
+		{Name: ProfileRouter202608, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne, Upstream: upstreamRouter202608,
+			Reports: reportsNone},
+		{Name: ProfileRouter202608Counter, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
+			Upstream: upstreamRouter202608Counter, Reports: reportsCounter},
+		{Name: ProfileRouter202609, Keys: baseKeys, MissingSignal: SemanticsV1, Threshold: ThresholdUnitInterval, Upstream: upstreamRouter202609,
+			Reports: reports202609},
+		{Name: ProfileRouter202609V2, Keys: baseKeys, MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval,
+			Upstream: upstreamRouter202609V2, Reports: reports202609V2},
 		{Name: ProfileRouterCalibration, Keys: baseKeys | calibrationKeys, MissingSignal: SemanticsV1, Threshold: ThresholdUnitInterval,
-			Upstream: upstreamCalibration},
+			Upstream: upstreamCalibration, Reports: reportsCalibration},
 		{Name: ProfileRouterCalibrationV2, Keys: baseKeys | calibrationKeys, MissingSignal: SemanticsV2, Threshold: ThresholdUnitInterval,
-			Upstream: upstreamCalibrationV2},
+			Upstream: upstreamCalibrationV2, Reports: reportsCalibrationV2},
 		{Name: ProfilePenaltyMode, Keys: baseKeys | keySetOf(KeyPenaltyMode), MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
-			Upstream: upstreamPenaltyMode},
+			Upstream: upstreamPenaltyMode, Reports: reportsSeed},
 		{Name: ProfileRouterTokenBar, Keys: tokenBarKeys, MissingSignal: SemanticsV1, Threshold: ThresholdAtMostOne,
-			Upstream: upstreamTokenBar, Defaults: &BuildDefaults{ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: SourceLatencyPredictor}},
+			Upstream: upstreamTokenBar, Defaults: &BuildDefaults{ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: SourceLatencyPredictor},
+			Reports: reportsTokenBar},
 	}
+	// Every built-in build's loader is the one of configloader.go@ebab687:
+	// the 2026-09 builds' loaders are not stored, and the only loader
+	// change of apiVersions read is PR #2923, open when read (docs/gate.md).
+	for i := range profiles {
+		profiles[i].ConfigAPIVersions = DefaultConfigAPIVersions()
+		profiles[i].Reports.Outcomes = slices.Clone(profiles[i].Reports.Outcomes)
+	}
+	return profiles
 }
 
 // removedProfiles explain profile names gatetuner no longer accepts.
@@ -297,7 +357,7 @@ var removedProfiles = map[string]string{
 	ProfileRouterNewest: "it matched no single EPP build (the calibration keys of PR #2938 with the request gate and " +
 		"missing-signal rule of other unmerged pull requests); name the build your EPP runs: " +
 		ProfileRouter202608 + " (tags v0.9.0 … v0.10.0, main before PR #2720), " +
-		ProfileRouter202609 + " (main from PR #2720, 2026-09-06), " +
+		ProfileRouter202609 + " (main from PR #2720, 2026-09-06), " + ProfileRouter202609V2 + " (with PR #2652's missing-signal rule), " +
 		ProfileRouterCalibration + " or " + ProfileRouterCalibrationV2 + " (PR #2938's calibration builds), " +
 		"or declare a custom profile (profiles: in the daemon config) with your build's keys, missingSignal and thresholdRule; " +
 		"gatetuner doctor suggests one from the EPP image tag",
@@ -324,13 +384,39 @@ func LookupProfile(name string) (Profile, error) {
 
 // NewProfile builds a custom profile from the keys its build accepts (any
 // spelling; "base" stands for BaseKeys), its missing-signal semantics ("v1" or
-// "v2", default v1) and its threshold rule ("le1" or "0to1", default le1).
+// "v2", default v1) and its threshold rule ("le1" or "0to1", default le1);
+// it reports nothing and loads the built-in apiVersions (NewCustomProfile
+// declares those too).
 func NewProfile(name string, keys []string, missingSignal string, thresholdRule string) (Profile, error) {
+	return NewCustomProfile(ProfileSpec{Name: name, Keys: keys, MissingSignal: missingSignal, ThresholdRule: thresholdRule})
+}
+
+// ProfileSpec declares a custom profile, as the daemon config's profiles:
+// entries do (docs/config.md).
+type ProfileSpec struct {
+	Name          string
+	Keys          []string
+	MissingSignal string
+	ThresholdRule string
+	// DecisionCounter and GateSpan: the build exports the decision counter
+	// and the span (default false: not declared, so not expected).
+	DecisionCounter, GateSpan bool
+	// Outcomes the build records; default DefaultOutcomes(missingSignal)
+	// when it reports the counter or the span. Only with one of them.
+	Outcomes []string
+	// ConfigAPIVersions its loader registers; default
+	// DefaultConfigAPIVersions.
+	ConfigAPIVersions []string
+}
+
+// NewCustomProfile builds and checks a custom profile.
+func NewCustomProfile(spec ProfileSpec) (Profile, error) {
+	name := spec.Name
 	if name == "" {
 		return Profile{}, fmt.Errorf("custom profile: name is required")
 	}
 	p := Profile{Name: name}
-	for _, k := range keys {
+	for _, k := range spec.Keys {
 		if k == "base" {
 			p.Keys |= baseKeys
 			continue
@@ -347,13 +433,44 @@ func NewProfile(name string, keys []string, missingSignal string, thresholdRule 
 		}
 	}
 	var err error
-	if p.MissingSignal, err = ParseSemantics(orDefault(missingSignal, "v1")); err != nil {
+	if p.MissingSignal, err = ParseSemantics(orDefault(spec.MissingSignal, "v1")); err != nil {
 		return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
 	}
-	if p.Threshold, err = ParseThresholdRule(thresholdRule); err != nil {
+	if p.Threshold, err = ParseThresholdRule(spec.ThresholdRule); err != nil {
 		return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
+	}
+	if p.Reports, err = customReports(spec, p.MissingSignal); err != nil {
+		return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
+	}
+	p.ConfigAPIVersions = DefaultConfigAPIVersions()
+	if len(spec.ConfigAPIVersions) > 0 {
+		if p.ConfigAPIVersions, err = ParseConfigAPIVersions(spec.ConfigAPIVersions); err != nil {
+			return Profile{}, fmt.Errorf("custom profile %q: %w", name, err)
+		}
 	}
 	return p, nil
+}
+
+// customReports is what a custom profile declares its build reports.
+func customReports(spec ProfileSpec, sem Semantics) (Reports, error) {
+	r := Reports{DecisionCounter: spec.DecisionCounter, GateSpan: spec.GateSpan, Evidence: "declared in the config"}
+	switch {
+	case len(spec.Outcomes) > 0 && !r.Any():
+		return Reports{}, fmt.Errorf("outcomes are declared but neither decisionCounter nor gateSpan: a build records outcomes only on them")
+	case !r.Any():
+		return r, nil
+	case len(spec.Outcomes) == 0:
+		r.Outcomes = DefaultOutcomes(sem)
+		return r, nil
+	}
+	var err error
+	if r.Outcomes, err = ParseOutcomes(spec.Outcomes); err != nil {
+		return Reports{}, err
+	}
+	if r.Records(OutcomeMissingSignal) && sem != SemanticsV2 {
+		return Reports{}, fmt.Errorf("outcome missing_signal with missingSignal v1: only v2 builds record it")
+	}
+	return r, nil
 }
 
 func orDefault(s, def string) string {

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,6 +12,12 @@ import (
 var upstreamKeys = map[string][]string{
 	// plugin.go@800ec0e45 (main ebab68792) and @ff37a5592 (v0.9.0 … v0.10.0).
 	ProfileRouter202608: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// plugin.go@920d38f3e (PR #2494): the same Config as ebab68792.
+	ProfileRouter202608Counter: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
+		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
+	// red-hat-data-services/llm-d-router plugin.go@4a00e2dd5: the same Config.
+	ProfileRouter202609V2: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
 		"prefixMatchInfoProducerName", "latencyPredictionInfoProducerName", "inFlightLoadProducerName"},
 	// main after PR #2720: the same Config.
 	ProfileRouter202609: {"affinityThreshold", "explorationProbability", "maxTTFTPenaltyMs", "ttftSource", "peakPrefillThroughput",
@@ -44,7 +51,9 @@ func TestBuiltinProfilesMirrorCitedBuilds(t *testing.T) {
 		defaults  Params
 	}{
 		{ProfileRouter202608, SemanticsV1, ThresholdAtMostOne, "ebab687927f5331c1b39defcb579a07951bce56c", v1Defaults},
+		{ProfileRouter202608Counter, SemanticsV1, ThresholdAtMostOne, "920d38f3e306f96a6f08ac658bbd10db56059969", v1Defaults},
 		{ProfileRouter202609, SemanticsV1, ThresholdUnitInterval, "PR #2720", v1Defaults},
+		{ProfileRouter202609V2, SemanticsV2, ThresholdUnitInterval, "4a00e2dd5f9f548b2a5b249dd4ea6ad8570a254f", v1Defaults},
 		{ProfileRouterCalibration, SemanticsV1, ThresholdUnitInterval, "17dd1ab57f145604fa82b9ddbbb82b8de2a0bd67", v1Defaults},
 		{ProfileRouterCalibrationV2, SemanticsV2, ThresholdUnitInterval, "066c20ea107e538797d3256ab0803a4f50625975", v1Defaults},
 		{ProfileRouterTokenBar, SemanticsV1, ThresholdAtMostOne, "a42e39d3d",
@@ -262,5 +271,56 @@ func TestRequestGateNeedsTheTTFTGate(t *testing.T) {
 	}
 	if _, err := ParseParams([]byte(`{"maxInFlightRequestsDelta":3}`), prof); err != nil {
 		t.Fatalf("with the default gate on: %v", err)
+	}
+}
+
+// TestWhatEachBuildReports pins each built-in profile's Reports to the
+// docs/gate.md table ("What each build reports"): counter, span and the
+// outcomes recorded, with evidence named; and the apiVersions its loader
+// registers.
+func TestWhatEachBuildReports(t *testing.T) {
+	v1 := []Outcome{OutcomeSticky, OutcomeNoMatch, OutcomeLoadOverride, OutcomeExploration, OutcomeNotApplicable}
+	v2 := append(slices.Clone(v1), OutcomeMissingSignal)
+	cases := []struct {
+		name           string
+		counter, span  bool
+		outcomes       []Outcome
+		evidenceNames  string
+		evidenceInfers bool
+	}{
+		{ProfileRouter202608, false, false, nil, "800ec0e45", false},
+		{ProfileRouter202608Counter, true, false, v1, "920d38f3e", false},
+		{ProfileRouter202609, true, true, v1, "60059204061", true},
+		{ProfileRouter202609V2, true, true, v2, "4a00e2dd5", false},
+		{ProfileRouterCalibration, true, true, v1, "17dd1ab57", false},
+		{ProfileRouterCalibrationV2, true, true, v2, "066c20ea1", false},
+		{ProfilePenaltyMode, false, false, nil, "seed", false},
+		{ProfileRouterTokenBar, false, false, nil, "a42e39d3d", false},
+	}
+	if len(cases) != len(BuiltinProfiles()) {
+		t.Fatalf("%d cases for %d built-in profiles: pin every profile", len(cases), len(BuiltinProfiles()))
+	}
+	for _, tc := range cases {
+		p := mustProfile(t, tc.name)
+		r := p.Reports
+		if r.DecisionCounter != tc.counter || r.GateSpan != tc.span || !slices.Equal(r.Outcomes, tc.outcomes) {
+			t.Errorf("%s reports %s, want counter %v span %v outcomes %v", tc.name, r, tc.counter, tc.span, tc.outcomes)
+		}
+		if !strings.Contains(r.Evidence, tc.evidenceNames) || strings.Contains(r.Evidence, "inference") != tc.evidenceInfers {
+			t.Errorf("%s evidence %q: want it to name %s (inference stated: %v)", tc.name, r.Evidence, tc.evidenceNames, tc.evidenceInfers)
+		}
+		if r.Records(OutcomeMissingSignal) != (p.MissingSignal == SemanticsV2) {
+			t.Errorf("%s: missing_signal recorded %v under %s", tc.name, r.Records(OutcomeMissingSignal), p.MissingSignal)
+		}
+		if want := []string{"llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"}; !slices.Equal(p.ConfigAPIVersions, want) {
+			t.Errorf("%s loads %v, want %v (configloader.go@ebab687)", tc.name, p.ConfigAPIVersions, want)
+		}
+	}
+	// BuiltinProfiles hands out copies: editing one does not edit the next.
+	a := BuiltinProfiles()
+	a[1].Reports.Outcomes[0] = OutcomeMissingSignal
+	a[1].ConfigAPIVersions[0] = "x"
+	if b := BuiltinProfiles(); b[1].Reports.Outcomes[0] != OutcomeSticky || b[1].ConfigAPIVersions[0] != ConfigAPIVersionV1Alpha1 {
+		t.Error("BuiltinProfiles shares its slices between calls")
 	}
 }

@@ -192,6 +192,23 @@ type Profile struct {
 	Keys          []string `mapstructure:"keys"`
 	MissingSignal string   `mapstructure:"missingSignal"`
 	ThresholdRule string   `mapstructure:"thresholdRule"`
+	// DecisionCounter and GateSpan: the build exports
+	// llm_d_epp_prefix_cache_affinity_filter_decisions_total and the
+	// filter_prefix_cache_affinity span; Outcomes the outcome values it
+	// records (default: those of its missing-signal rule).
+	DecisionCounter bool     `mapstructure:"decisionCounter"`
+	GateSpan        bool     `mapstructure:"gateSpan"`
+	Outcomes        []string `mapstructure:"outcomes"`
+	// ConfigAPIVersions are the EndpointPickerConfig apiVersions the
+	// build's loader registers (default llm-d.ai/v1alpha1 and
+	// inference.networking.x-k8s.io/v1alpha1).
+	ConfigAPIVersions []string `mapstructure:"configAPIVersions"`
+}
+
+// build returns the gate profile the declaration describes.
+func (p Profile) build() (gate.Profile, error) {
+	return gate.NewCustomProfile(gate.ProfileSpec{Name: p.Name, Keys: p.Keys, MissingSignal: p.MissingSignal, ThresholdRule: p.ThresholdRule,
+		DecisionCounter: p.DecisionCounter, GateSpan: p.GateSpan, Outcomes: p.Outcomes, ConfigAPIVersions: p.ConfigAPIVersions})
 }
 
 // Selector picks a target's series.
@@ -348,7 +365,7 @@ func (c *Config) complete() error {
 	}
 	seenProfile := map[string]bool{}
 	for i, p := range c.Profiles {
-		if _, err := gate.NewProfile(p.Name, p.Keys, p.MissingSignal, p.ThresholdRule); err != nil {
+		if _, err := p.build(); err != nil {
 			return fmt.Errorf("profiles[%d]: %w", i, err)
 		}
 		if _, err := gate.LookupProfile(p.Name); err == nil || seenProfile[p.Name] {
@@ -442,7 +459,7 @@ func (c *Config) completeTarget(t *Target) error {
 func (c *Config) ResolveProfile(name string) (gate.Profile, error) {
 	for _, p := range c.Profiles {
 		if p.Name == name {
-			return gate.NewProfile(p.Name, p.Keys, p.MissingSignal, p.ThresholdRule)
+			return p.build()
 		}
 	}
 	return gate.LookupProfile(name)

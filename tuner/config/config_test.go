@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/gatetuner/gatetuner/gate"
 )
 
 func load(t *testing.T, yaml string, env map[string]string) (*Config, error) {
@@ -98,6 +100,13 @@ func TestRejects(t *testing.T) {
 		{"records without a source", tgt + "  decisionSource: records\n", "records.file"},
 		{"short lookback", tgt + "  lookback: 1m\n", "lookback"},
 		{"bad custom profile", "profiles:\n- name: p\n  keys: [base, nope]\n" + tgt, "nope"},
+		{"custom profile outcomes without a counter", "profiles:\n- name: p\n  keys: [base]\n  outcomes: [sticky]\n" + tgt,
+			"profiles[0]: custom profile \"p\": outcomes are declared but neither decisionCounter nor gateSpan"},
+		{"custom profile with an unmodelled outcome", "profiles:\n- name: p\n  keys: [base]\n  decisionCounter: true\n  outcomes: [request_load_override]\n" + tgt,
+			"request_load_override"},
+		{"custom profile with an unknown apiVersion", "profiles:\n- name: p\n  keys: [base]\n  configAPIVersions: [llm-d.ai/v2]\n" + tgt,
+			"registered by no EPP loader read"},
+		{"decisionCounter not a bool", "profiles:\n- name: p\n  keys: [base]\n  decisionCounter: sometimes\n" + tgt, "decisionCounter"},
 		{"syncedEPPReplicas not a bool", tgt + "  syncedEPPReplicas: maybe\n", "syncedEPPReplicas"},
 		{"pdGateProfile neither prefill nor decode", tgt + "  pdGateProfile: both\n", "pdGateProfile"},
 		{"no model endpoint budget", tgt + "  modelEndpointBudget: 0\n", "targets[0] (a): modelEndpointBudget: want > 0"},
@@ -112,5 +121,28 @@ func TestRejects(t *testing.T) {
 				t.Fatalf("multi-line error %q", err)
 			}
 		})
+	}
+}
+
+// TestCustomProfileDeclaresWhatItsBuildReports: the keys decisionCounter,
+// gateSpan, outcomes and configAPIVersions reach the gate profile a target
+// resolves.
+func TestCustomProfileDeclaresWhatItsBuildReports(t *testing.T) {
+	c, err := load(t, "profiles:\n- name: v1-build\n  keys: [base]\n  missingSignal: v2\n  thresholdRule: 0to1\n"+
+		"  decisionCounter: true\n  gateSpan: true\n  configAPIVersions: [llm-d.ai/v1, llm-d.ai/v1alpha1]\n"+
+		"targets:\n- name: a\n  namespace: llm-d\n  configMap: epp\n  profile: v1-build\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.ResolveProfile("v1-build")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Reports
+	if !r.DecisionCounter || !r.GateSpan || !r.Records(gate.OutcomeMissingSignal) || len(r.Outcomes) != 6 {
+		t.Errorf("reports %s: want counter+span with the six v2 outcomes", r)
+	}
+	if p.LoadsConfigAPIVersion("llm-d.ai/v1") != nil || p.LoadsConfigAPIVersion("inference.networking.x-k8s.io/v1alpha1") == nil {
+		t.Errorf("apiVersions %v: want llm-d.ai/v1 loaded and the deprecated group refused", p.ConfigAPIVersions)
 	}
 }

@@ -196,7 +196,7 @@ func (f *File) Edit(changes []Change, prof gate.Profile) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Source: f.source, Err: err}
 	}
-	g, err := Parse(out, f.source)
+	g, err := ParseFor(out, f.source, f.loader)
 	if err != nil {
 		return nil, &Error{Source: f.source, Err: errorf(ErrUnintended, "edit refused: the edited text does not parse (%v)", err)}
 	}

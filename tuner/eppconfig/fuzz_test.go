@@ -36,12 +36,26 @@ func checkOneLine(t *testing.T, what string, err error) {
 }
 
 // FuzzParse: any input parses or fails with a one-line error, never panics;
-// reading a parsed file's instances never panics either.
+// reading a parsed file's instances never panics either. Under a profile
+// whose loader registers llm-d.ai/v1 the input parses the same, unless an
+// apiVersion one loader registers and the other not decides it.
 func FuzzParse(f *testing.F) {
 	prof := allKeysProfile(f)
+	v1, err := gate.NewCustomProfile(gate.ProfileSpec{Name: "v1", Keys: []string{"base"}, ConfigAPIVersions: []string{APIVersionV1, APIVersion}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data, "fuzz.yaml")
 		checkOneLine(t, "Parse", err)
+		fileV1, errV1 := ParseFor(data, "fuzz.yaml", v1)
+		checkOneLine(t, "ParseFor", errV1)
+		if (err == nil) != (errV1 == nil) && !strings.Contains(errorText(err)+errorText(errV1), "apiVersion") {
+			t.Fatalf("the loaders disagree beyond apiVersion: %v / %v", err, errV1)
+		}
+		if errV1 == nil && err == nil && len(fileV1.Configs()) != len(file.Configs()) {
+			t.Fatalf("%d configs under the v1 loader, %d under the built-in one", len(fileV1.Configs()), len(file.Configs()))
+		}
 		if err != nil {
 			return
 		}
@@ -141,4 +155,11 @@ func (c *Config) fullPath() []any {
 		out = append(out, l.path...)
 	}
 	return out
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -14,12 +14,17 @@ import (
 
 	"gopkg.in/yaml.v3"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/gatetuner/gatetuner/gate"
 )
 
-// API versions under which the EPP loads an EndpointPickerConfig.
+// API versions under which an EPP loads an EndpointPickerConfig: every
+// built-in profile's build loads the first two; llm-d.ai/v1 only a custom
+// profile that declares it (gate.Profile.ConfigAPIVersions).
 const (
-	APIVersion           = "llm-d.ai/v1alpha1"
-	DeprecatedAPIVersion = "inference.networking.x-k8s.io/v1alpha1"
+	APIVersion           = gate.ConfigAPIVersionV1Alpha1
+	DeprecatedAPIVersion = gate.ConfigAPIVersionDeprecated
+	APIVersionV1         = gate.ConfigAPIVersionV1
 	// Kind is the kind of an EPP config document.
 	Kind = "EndpointPickerConfig"
 )
@@ -28,7 +33,10 @@ const (
 // bare or inside ConfigMap data values, with the original bytes kept for
 // splicing.
 type File struct {
-	source  string
+	source string
+	// loader is the build profile whose loader's apiVersions the configs
+	// must have (ParseFor; Parse: the built-in loader's, profile unnamed).
+	loader  gate.Profile
 	data    []byte
 	lines   *lineTable
 	docs    []*yaml.Node
@@ -107,10 +115,17 @@ type ProfilePlugin struct {
 
 // Parse reads a YAML stream holding EndpointPickerConfig documents or
 // ConfigMap manifests whose data values hold them. source names the input in
-// errors.
+// errors. A config's apiVersion must be one every built-in profile's build
+// loads; ParseFor takes them from the target's profile.
 func Parse(data []byte, source string) (*File, error) {
+	return ParseFor(data, source, gate.Profile{})
+}
+
+// ParseFor is Parse for a target of build profile prof: a config's
+// apiVersion must be one prof's loader registers (prof.ConfigAPIVersions).
+func ParseFor(data []byte, source string, prof gate.Profile) (*File, error) {
 	data = bytes.Clone(data)
-	f := &File{source: source, data: data}
+	f := &File{source: source, loader: prof, data: data}
 	fail := func(line int, err error) (*File, error) {
 		return nil, &Error{Source: source, Line: line, Err: err}
 	}
@@ -224,8 +239,8 @@ func (c *Config) load(text []byte, first int) error {
 	if err := jsonString(top["apiVersion"], &c.APIVersion); err != nil {
 		return fail(c.Line, errorf(ErrMalformed, "apiVersion: %v", err))
 	}
-	if c.APIVersion != APIVersion && c.APIVersion != DeprecatedAPIVersion {
-		return fail(c.tm.fileLine(keyLine(c.root, "apiVersion", c.root.Line)), errorf(ErrMalformed, "apiVersion %q is not one the EPP loads (%s or %s)", c.APIVersion, APIVersion, DeprecatedAPIVersion))
+	if err := f.loader.LoadsConfigAPIVersion(c.APIVersion); err != nil {
+		return fail(c.tm.fileLine(keyLine(c.root, "apiVersion", c.root.Line)), errorf(ErrMalformed, "%v", err))
 	}
 	if err := c.loadPlugins(top["plugins"]); err != nil {
 		return err
