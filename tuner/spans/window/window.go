@@ -96,10 +96,12 @@ type Window struct {
 	epoch int64
 	in    *spans.Interner
 	segs  []segInfo
-	file  *os.File
-	buf   []byte
-	stats Stats
-	err   error // the last write error
+	// nextSeg numbers the next segment: above every number ever seen.
+	nextSeg uint64
+	file    *os.File
+	buf     []byte
+	stats   Stats
+	err     error // the last write error
 }
 
 // Open opens the window of target name, in dir when dir is not "" (created
@@ -129,6 +131,9 @@ func (w *Window) load() error {
 		return err
 	}
 	cut := w.o.Now().Add(-w.o.MaxAge).UnixNano()
+	if len(nums) > 0 {
+		w.nextSeg = nums[len(nums)-1] + 1
+	}
 	for i, n := range nums {
 		info, err := w.loadSegment(n, cut, i == len(nums)-1)
 		if err != nil {
@@ -238,7 +243,7 @@ func (w *Window) prune(cut int64) {
 		w.stats.Evicted++
 	}
 	newer := 0
-	kept := w.segs[:0]
+	kept := make([]segInfo, 0, len(w.segs))
 	for i := len(w.segs) - 1; i >= 0; i-- {
 		s := w.segs[i]
 		open := w.file != nil && i == len(w.segs)-1
@@ -362,10 +367,8 @@ func (w *Window) fail(err error) error {
 
 // openSegment starts the next segment with a header and every table entry.
 func (w *Window) openSegment() error {
-	var n uint64
-	if len(w.segs) > 0 {
-		n = w.segs[len(w.segs)-1].n + 1
-	}
+	n := w.nextSeg
+	w.nextSeg++
 	f, err := os.OpenFile(segPath(w.dir, n), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
 	if err != nil {
 		return fmt.Errorf("open segment: %w", err)
