@@ -11,18 +11,51 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // the OTLP exporters' gzip compressor
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
+// rawRequest is a request's bytes, decoded by the handler itself.
+type rawRequest struct{ b []byte }
+
+// serverCodec hands requests over undecoded and encodes replies as
+// protobuf: grpc answers a message its codec cannot decode with Internal,
+// and a malformed export must be InvalidArgument.
+type serverCodec struct{}
+
+func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("span receiver: cannot encode %T", v)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("span receiver: encode reply: %w", err)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*rawRequest)
+	if !ok {
+		return fmt.Errorf("span receiver: cannot decode into %T", v)
+	}
+	r.b = data.Materialize()
+	return nil
+}
+
+func (serverCodec) Name() string { return "proto" }
+
 // The service is described here rather than registered through the
-// generated RegisterTraceServiceServer so that a message that does not
-// decode is answered InvalidArgument (the generated handler returns the
-// decoder's Internal) and the token is checked before decoding.
+// generated RegisterTraceServiceServer so that the token and the decode
+// slot are checked before the message is read and decoded.
 func (r *Receiver) newGRPCServer() *grpc.Server {
 	s := grpc.NewServer(
+		grpc.ForceServerCodecV2(serverCodec{}),
 		grpc.MaxRecvMsgSize(int(r.cfg.MaxDecodedBytes)),
 		grpc.MaxConcurrentStreams(uint32(2*r.cfg.MaxConcurrent)),
 		grpc.ConnectionTimeout(10*time.Second),
@@ -57,10 +90,17 @@ func (r *Receiver) exportGRPC(ctx context.Context, dec func(any) error) (any, er
 		return nil, r.throttled("span receiver: busy")
 	}
 	defer r.release()
+	var raw rawRequest
+	if err := dec(&raw); err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			r.refuse(RefusedTooLarge)
+		}
+		return nil, err
+	}
 	req := &coltracepb.ExportTraceServiceRequest{}
-	if err := dec(req); err != nil {
+	if err := proto.Unmarshal(raw.b, req); err != nil {
 		r.refuse(RefusedMalformed)
-		return nil, status.Error(codes.InvalidArgument, "span receiver: not an ExportTraceServiceRequest: "+status.Convert(err).Message())
+		return nil, status.Error(codes.InvalidArgument, "span receiver: not an ExportTraceServiceRequest: "+err.Error())
 	}
 	res, msg, ok := r.export(req, peerAddr(ctx))
 	if !ok {

@@ -151,6 +151,7 @@ type Receiver struct {
 	grpcLis   net.Listener
 	httpLis   net.Listener
 	stop      chan struct{}
+	stopOnce  sync.Once
 	done      sync.WaitGroup
 	lastError error
 }
@@ -257,7 +258,11 @@ func (r *Receiver) Err() error {
 // Shutdown stops both servers, letting exports in progress finish until ctx
 // ends, and syncs the windows (the caller closes the set).
 func (r *Receiver) Shutdown(ctx context.Context) error {
-	close(r.stop)
+	first := false
+	r.stopOnce.Do(func() { close(r.stop); first = true })
+	if !first {
+		return nil
+	}
 	stopped := make(chan struct{})
 	go func() { r.grpcSrv.GracefulStop(); close(stopped) }()
 	err := r.httpSrv.Shutdown(ctx)
