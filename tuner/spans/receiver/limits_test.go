@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +60,17 @@ func TestOversizedBodiesAreRefused(t *testing.T) {
 	if resp, st := post(t, r.HTTPAddr(), "application/x-protobuf", "", "", big); resp.StatusCode != 413 || st.Code != int32(codes.ResourceExhausted) {
 		t.Fatalf("%d-byte body: %d %v", len(big), resp.StatusCode, st)
 	}
+	// The same body without a length (chunked) is cut at the bound.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+r.HTTPAddr()+receiver.TracesPath, io.MultiReader(bytes.NewReader(big)))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 413 || req.ContentLength != 0 {
+		t.Fatalf("chunked %d-byte body: %d", len(big), resp.StatusCode)
+	}
 	// Small on the wire, large once decompressed.
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -69,7 +82,7 @@ func TestOversizedBodiesAreRefused(t *testing.T) {
 	if resp, _ := post(t, r.HTTPAddr(), "application/x-protobuf", "gzip", "", gz.Bytes()); resp.StatusCode != 413 {
 		t.Fatalf("gzip bomb: %d", resp.StatusCode)
 	}
-	err := grpcExporter(t, r.GRPCAddr(), "").ExportSpans(context.Background(), recorded(2000))
+	err = grpcExporter(t, r.GRPCAddr(), "").ExportSpans(context.Background(), recorded(2000))
 	if status.Code(err) != codes.ResourceExhausted && !strings.Contains(err.Error(), "ResourceExhausted") {
 		t.Fatalf("gRPC oversized: %v", err)
 	}
