@@ -12,7 +12,7 @@ import (
 )
 
 func TestBuiltinScenariosParseAndValidate(t *testing.T) {
-	want := []string{"calibration-15928", "calibration-1970", "calibration-39065", "hotspot", "prompt-shift", "quiet", "steady", "trace-drift", "trace-saturation"}
+	want := []string{"calibration-15928", "calibration-1970", "calibration-39065", "glm-5-2", "glm-5-2-trace", "hotspot", "prompt-shift", "quiet", "steady", "trace-drift", "trace-saturation"}
 	got := ScenarioNames()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("ScenarioNames() = %v, want %v", got, want)
