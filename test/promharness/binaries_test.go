@@ -138,6 +138,25 @@ func TestBuildScript(t *testing.T) {
 			t.Fatalf("got %v: %s; want exit 2 and the usage line", err, out)
 		}
 	})
+	t.Run("without go it says so and exits 1", func(t *testing.T) {
+		noGo := t.TempDir()
+		for _, tool := range []string{"bash", "sed", "awk", "mkdir"} {
+			p, err := exec.LookPath(tool)
+			if err != nil {
+				t.Skipf("no %s", tool)
+			}
+			if err := os.Symlink(p, filepath.Join(noGo, tool)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(filepath.Join(noGo, "bash"), "./build-prometheus.sh", t.TempDir())
+		cmd.Env = append(os.Environ(), "PATH="+noGo)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "build-prometheus: go not found in PATH") {
+			t.Fatalf("got %v: %s; want exit 1 naming the missing go", err, out)
+		}
+	})
 	t.Run("binaries that answer --version are kept", func(t *testing.T) {
 		cache := t.TempDir()
 		fakePair(t, promharness.DirIn(cache), "kept", "")
