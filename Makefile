@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN       := bin/gatetuner
-# Real test components (kube-apiserver, etcd) are built into this ignored cache.
+# Real test components (kube-apiserver, etcd, Prometheus, ...) are built into this ignored cache.
 CACHE     ?= $(CURDIR)/.cache
 export GATETUNER_CACHE := $(CACHE)
 FUZZTIME  ?= 10s
@@ -30,10 +30,12 @@ test: test-components
 test-unit:
 	$(GO) test -short -count=1 ./...
 
-## test-components: build kube-apiserver and etcd at pinned versions into $(CACHE) (cached).
-## It also builds VictoriaMetrics, and Thanos when THANOS=1.
+## test-components: build kube-apiserver, etcd and Prometheus + promtool (the module go.mod
+## pins) at pinned versions into $(CACHE) (cached). It also builds VictoriaMetrics, and Thanos
+## when THANOS=1.
 test-components:
 	./test/kubeharness/build-components.sh "$(CACHE)"
+	./test/promharness/build-prometheus.sh "$(CACHE)"
 	./test/vmharness/build-backends.sh "$(CACHE)" $(if $(THANOS),all,vm)
 
 ## e2e: the closed-loop test alone.

@@ -123,13 +123,10 @@ func TestExpositionPassesPromlint(t *testing.T) {
 	}
 }
 
-// TestExpositionPassesPromtool runs the installed `promtool check metrics`
-// on the text /metrics serves.
+// TestExpositionPassesPromtool runs the real `promtool check metrics` (see
+// promharness.Find) on the text /metrics serves.
 func TestExpositionPassesPromtool(t *testing.T) {
-	bins, err := promharness.Find()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := promharness.Require(t)
 	m := filled(t)
 	gathered(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

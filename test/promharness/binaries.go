@@ -1,7 +1,7 @@
-// Package promharness runs a real Prometheus server for tests: it finds or
-// installs the prometheus and promtool binaries, backfills OpenMetrics text
-// into TSDB blocks with promtool, and starts, restarts and stops a server on a
-// free loopback port.
+// Package promharness runs a real Prometheus server for tests: it finds the
+// prometheus and promtool binaries (built from the pinned module by
+// build-prometheus.sh), backfills OpenMetrics text into TSDB blocks with
+// promtool, and starts, restarts and stops a server on a free loopback port.
 package promharness
 
 import (
@@ -15,18 +15,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatetuner/gatetuner/test/kubeharness"
 )
 
+// Pinned versions; build-prometheus.sh and go.mod must say the same
+// (TestPinnedVersionsAgree).
+const (
+	// ModuleVersion is the github.com/prometheus/prometheus module version
+	// build-prometheus.sh builds: the one go.mod requires.
+	ModuleVersion = "v0.316.0"
+	// Version is the Prometheus release ModuleVersion publishes
+	// (module v0.<major><minor>.<patch>).
+	Version = "v3.16.0"
+)
+
+// BuildCommand builds the pinned prometheus and promtool into the component
+// cache (it runs test/promharness/build-prometheus.sh).
+const BuildCommand = "make test-components"
+
 // EnvDir names the environment variable holding a folder with the prometheus
-// and promtool binaries; when unset they are looked up on PATH.
+// and promtool binaries, used when the component cache has none.
 const EnvDir = "GATETUNER_PROMETHEUS_DIR"
-
-// EnvNoInstall names the environment variable that, set to a non-empty
-// value, stops FindOrInstall from installing the Debian package.
-const EnvNoInstall = "GATETUNER_PROMETHEUS_NO_INSTALL"
-
-// installTimeout bounds apt-get update plus apt-get install.
-const installTimeout = 10 * time.Minute
 
 // Binaries are the paths of the Prometheus server and promtool, and the
 // server's version line.
@@ -39,28 +49,97 @@ type Binaries struct {
 // ErrNotFound reports that prometheus or promtool could not be located.
 var ErrNotFound = errors.New("prometheus/promtool not found")
 
-// Find locates prometheus and promtool in $GATETUNER_PROMETHEUS_DIR, or on
-// PATH when that variable is unset. It never installs anything.
+// DirIn is the folder build-prometheus.sh builds into inside the component
+// cache cacheDir: bin/prometheus-<Version>.
+func DirIn(cacheDir string) string {
+	return filepath.Join(cacheDir, "bin", "prometheus-"+Version)
+}
+
+// Find locates prometheus and promtool, first in the component cache
+// ($GATETUNER_CACHE, else <module root>/.cache) where BuildCommand puts them,
+// then in $GATETUNER_PROMETHEUS_DIR, then (when that is unset) on PATH, and
+// asks the server for its version. It never builds or installs anything; the error wraps
+// ErrNotFound, says where it looked and names BuildCommand.
 func Find() (Binaries, error) {
+	var tried []string
+	b, err := findCached()
+	if err == nil {
+		return withVersion(b)
+	}
+	tried = append(tried, err.Error())
+	// A folder named in EnvDir is meant: PATH is not searched behind it.
+	if dir := os.Getenv(EnvDir); dir != "" {
+		b, err := pair(dir)
+		if err == nil {
+			return withVersion(b)
+		}
+		return Binaries{}, notFound(append(tried, fmt.Sprintf("%s=%s: %v", EnvDir, dir, err)))
+	}
+	tried = append(tried, EnvDir+" unset")
+	b, err = onPath()
+	if err == nil {
+		return withVersion(b)
+	}
+	return Binaries{}, notFound(append(tried, err.Error()))
+}
+
+// notFound is the error Find returns after looking in the places tried.
+func notFound(tried []string) error {
+	return fmt.Errorf("%w: run `%s` to build Prometheus %s into the component cache (looked in: %s)",
+		ErrNotFound, BuildCommand, Version, strings.Join(tried, "; "))
+}
+
+func findCached() (Binaries, error) {
+	cache, err := kubeharness.CacheDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	b, err := pair(DirIn(cache))
+	if err != nil {
+		return Binaries{}, fmt.Errorf("component cache: %w", err)
+	}
+	return b, nil
+}
+
+// pair returns prometheus and promtool from dir, both executable files.
+func pair(dir string) (Binaries, error) {
 	var b Binaries
 	var err error
-	if dir := os.Getenv(EnvDir); dir != "" {
-		b.Prometheus, err = executableIn(dir, "prometheus")
-		if err != nil {
-			return Binaries{}, err
-		}
-		b.Promtool, err = executableIn(dir, "promtool")
-		if err != nil {
-			return Binaries{}, err
-		}
-	} else {
-		if b.Prometheus, err = exec.LookPath("prometheus"); err != nil {
-			return Binaries{}, fmt.Errorf("%w: prometheus not on PATH (set %s or install the Debian package \"prometheus\")", ErrNotFound, EnvDir)
-		}
-		if b.Promtool, err = exec.LookPath("promtool"); err != nil {
-			return Binaries{}, fmt.Errorf("%w: promtool not on PATH (set %s or install the Debian package \"prometheus\")", ErrNotFound, EnvDir)
-		}
+	if b.Prometheus, err = executableIn(dir, "prometheus"); err != nil {
+		return Binaries{}, err
 	}
+	if b.Promtool, err = executableIn(dir, "promtool"); err != nil {
+		return Binaries{}, err
+	}
+	return b, nil
+}
+
+func executableIn(dir, name string) (string, error) {
+	p := filepath.Join(dir, name)
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("no %s", p)
+	}
+	if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", p)
+	}
+	return p, nil
+}
+
+func onPath() (Binaries, error) {
+	var b Binaries
+	var err error
+	if b.Prometheus, err = exec.LookPath("prometheus"); err != nil {
+		return Binaries{}, errors.New("prometheus not on PATH")
+	}
+	if b.Promtool, err = exec.LookPath("promtool"); err != nil {
+		return Binaries{}, errors.New("promtool not on PATH")
+	}
+	return b, nil
+}
+
+// withVersion fills in the first line of `prometheus --version`.
+func withVersion(b Binaries) (Binaries, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, b.Prometheus, "--version").CombinedOutput()
@@ -71,85 +150,18 @@ func Find() (Binaries, error) {
 	return b, nil
 }
 
-func executableIn(dir, name string) (string, error) {
-	p := filepath.Join(dir, name)
-	st, err := os.Stat(p)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s=%s: %w", ErrNotFound, EnvDir, dir, err)
-	}
-	if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("%w: %s is not an executable file", ErrNotFound, p)
-	}
-	return p, nil
-}
-
-// FindOrInstall locates the binaries like Find; when they are missing, no
-// folder is configured, we run as root and apt-get exists, it installs the
-// Debian package "prometheus" once (serialised across processes by a file
-// lock) and looks again.
-func FindOrInstall(ctx context.Context) (Binaries, error) {
-	b, err := Find() //nolint:contextcheck // Find only looks up files
-	if err == nil {
-		return b, nil
-	}
-	if os.Getenv(EnvDir) != "" || os.Getenv(EnvNoInstall) != "" {
-		return Binaries{}, err
-	}
-	if os.Geteuid() != 0 {
-		return Binaries{}, fmt.Errorf("%w (not root, so not installing the Debian package)", err)
-	}
-	aptGet, lerr := exec.LookPath("apt-get")
-	if lerr != nil {
-		return Binaries{}, fmt.Errorf("%w (no apt-get to install it with)", err)
-	}
-	unlock, lerr := lockFile(ctx, filepath.Join(os.TempDir(), "gatetuner-prometheus-install.lock"))
-	if lerr != nil {
-		return Binaries{}, fmt.Errorf("lock before installing prometheus: %w", lerr)
-	}
-	defer unlock()
-	// Another process may have installed it while we waited for the lock.
-	if b, err := Find(); err == nil { //nolint:contextcheck // Find only looks up files
-		return b, nil
-	}
-	if ierr := aptInstall(ctx, aptGet); ierr != nil {
-		return Binaries{}, ierr
-	}
-	return Find() //nolint:contextcheck // Find only looks up files
-}
-
-func aptInstall(ctx context.Context, aptGet string) error {
-	ctx, cancel := context.WithTimeout(ctx, installTimeout)
-	defer cancel()
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{
-		{"update"},
-		{"install", "-y", "--no-install-recommends", "prometheus"},
-	} {
-		cmd := exec.CommandContext(ctx, aptGet, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 20))
-		}
-	}
-	return nil
-}
-
-// Require returns the binaries, installing them when possible (see
-// FindOrInstall). When they are still missing it skips the test under
-// -short and fails it otherwise.
+// Require returns the binaries (see Find). When they are missing it skips
+// the test under -short and fails it otherwise, naming BuildCommand.
 func Require(t testing.TB) Binaries {
 	t.Helper()
-	b, err := FindOrInstall(context.Background())
+	b, err := Find()
 	if err == nil {
 		return b
 	}
-	msg := fmt.Sprintf("a real Prometheus is needed: %v. Install it with `apt-get install prometheus` "+
-		"(Debian/Ubuntu) or point %s at a folder holding the prometheus and promtool binaries", err, EnvDir)
 	if testing.Short() {
-		t.Skip(msg)
+		t.Skipf("a real Prometheus is needed: %v", err)
 	}
-	t.Fatal(msg)
+	t.Fatalf("a real Prometheus is needed: %v", err)
 	return Binaries{}
 }
 

@@ -2,7 +2,6 @@ package promharness_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -276,31 +275,4 @@ func TestBackfillReportsPromtoolError(t *testing.T) {
 		t.Fatalf("error does not carry promtool's output: %v", err)
 	}
 	t.Logf("promtool error surfaced as: %v", err)
-}
-
-func TestFindHonoursTheConfiguredDir(t *testing.T) {
-	b := promharness.Require(t)
-	t.Run("folder with both binaries", func(t *testing.T) {
-		dir := t.TempDir()
-		for name, target := range map[string]string{"prometheus": b.Prometheus, "promtool": b.Promtool} {
-			if err := os.Symlink(target, dir+"/"+name); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Setenv(promharness.EnvDir, dir)
-		got, err := promharness.Find()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Prometheus != dir+"/prometheus" || !strings.Contains(got.Version, "prometheus, version") {
-			t.Fatalf("found %+v", got)
-		}
-	})
-	t.Run("empty folder is not found and not installed over", func(t *testing.T) {
-		t.Setenv(promharness.EnvDir, t.TempDir())
-		_, err := promharness.FindOrInstall(context.Background())
-		if !errors.Is(err, promharness.ErrNotFound) || !strings.Contains(err.Error(), promharness.EnvDir) {
-			t.Fatalf("got %v, want ErrNotFound naming %s", err, promharness.EnvDir)
-		}
-	})
 }

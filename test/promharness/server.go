@@ -45,7 +45,7 @@ type Target struct {
 
 // Options configure a Prometheus server.
 type Options struct {
-	// Binaries to run; zero means FindOrInstall.
+	// Binaries to run; zero means Find.
 	Binaries Binaries
 	// DataDir is the TSDB dir (e.g. from Backfill); empty means a fresh
 	// folder inside WorkDir.
@@ -122,7 +122,7 @@ func Start(t testing.TB, opts Options) *Server {
 // is ready. ctx bounds the start only; call Close (or Stop) to end it.
 func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Binaries.Prometheus == "" {
-		b, err := FindOrInstall(ctx)
+		b, err := Find() //nolint:contextcheck // Find only looks up files and runs --version
 		if err != nil {
 			return nil, err
 		}
