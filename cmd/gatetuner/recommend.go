@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -269,7 +267,12 @@ func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, c
 			c.Target.DataKey = "" // the repository file may lay keys out differently
 			changes[i] = c
 		}
-		if err := samePatchBase(r, f, changes, prof); err != nil {
+		base := eppconfig.Base{Data: r.OldConfig, Source: r.Source, Targets: make([]eppconfig.Target, len(r.Changes))}
+		for i, c := range r.Changes {
+			base.Targets[i] = c.Target
+		}
+		tokenBarOnly := func(s gate.Settings) bool { return tuner.TokenBarOnly(prof, s) }
+		if err := f.CheckBase(base, changes, prof, tokenBarOnly); err != nil {
 			return asUsage(fmt.Errorf("--patch-file %s: %w", patchFile, err))
 		}
 		out, err := f.Edit(changes, prof)
@@ -283,74 +286,6 @@ func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, c
 		return &exitError{code: exitCode(worst), err: fmt.Errorf("no patch for %d of %d targets (see above)", countFailed(reps), len(reps))}
 	}
 	return nil
-}
-
-// errPatchBase marks a --patch-file whose values are not the ones the
-// recommendation was computed from (or an instance the tuner does not change).
-var errPatchBase = errors.New("not the config the recommendation was computed from")
-
-// samePatchBase checks that every instance a recommendation changes holds,
-// in the patch file, the values the recommendation was computed from: the
-// owned keys, ttftSource and peakPrefillThroughput, as the EPP reads them.
-// An instance fed by the latency predictor is refused (the tuner does not
-// change those).
-func samePatchBase(r *tuner.Report, f *eppconfig.File, changes []eppconfig.Change, prof gate.Profile) error {
-	base, err := eppconfig.Parse(r.OldConfig, r.Source)
-	if err != nil {
-		return fmt.Errorf("%w: the recommendation's own config does not parse: %w", errPatchBase, err)
-	}
-	for i, ch := range changes {
-		in, err := f.Select(ch.Target)
-		if err != nil {
-			return err
-		}
-		p, err := in.Params(prof)
-		if err != nil {
-			return err
-		}
-		if p.TTFTSource == gate.SourceLatencyPredictor && !tuner.TokenBarOnly(prof, p.Settings(prof.MissingSignal)) {
-			return fmt.Errorf("%w: %s takes TTFT from the latency predictor; gatetuner does not tune such instances", errPatchBase, in)
-		}
-		bin, err := base.Select(r.Changes[i].Target)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errPatchBase, err)
-		}
-		bp, err := bin.Params(prof)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errPatchBase, err)
-		}
-		if d := paramsDifference(bp, p, prof); d != "" {
-			return fmt.Errorf("%w: %s: %s; a recommendation made for one config is never spliced into another's numbers (run recommend against this file's values)", errPatchBase, in, d)
-		}
-	}
-	return nil
-}
-
-// paramsDifference names the first value the tuner's decision rests on that
-// differs between the recommendation's config (a) and the patch file (b).
-func paramsDifference(a, b gate.Params, prof gate.Profile) string {
-	type field struct {
-		key  gate.Key
-		a, b string
-	}
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	fields := []field{
-		{gate.KeyTTFTSource, a.TTFTSource.String(), b.TTFTSource.String()},
-		{gate.KeyMaxTTFTPenaltyMs, num(a.MaxTTFTPenaltyMs), num(b.MaxTTFTPenaltyMs)},
-		{gate.KeyPeakPrefillThroughput, num(a.PeakPrefillThroughput) + " (" + a.PPTSource().String() + ")", num(b.PeakPrefillThroughput) + " (" + b.PPTSource().String() + ")"},
-	}
-	if prof.Accepts(gate.KeyPenaltyMode) {
-		fields = append(fields, field{gate.KeyPenaltyMode, a.PenaltyMode.String(), b.PenaltyMode.String()})
-	}
-	if prof.Accepts(gate.KeyMaxTokensInFlightPenalty) {
-		fields = append(fields, field{gate.KeyMaxTokensInFlightPenalty, strconv.FormatInt(a.MaxTokensInFlightPenalty, 10), strconv.FormatInt(b.MaxTokensInFlightPenalty, 10)})
-	}
-	for _, f := range fields {
-		if f.a != f.b {
-			return fmt.Sprintf("%s is %s here but the recommendation was computed from %s", f.key, f.b, f.a)
-		}
-	}
-	return ""
 }
 
 // repoPath returns a file's path relative to the root of the Git work tree
