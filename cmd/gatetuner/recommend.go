@@ -11,10 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
@@ -185,43 +183,15 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 		return nil, deps, nil, err
 	}
 	at := end.Add(7 * time.Second)
-	pol := simPolicy(sc)
+	pol := simenv.Policy(sc, simenv.DryRunPolicy())
 	et := simenv.EstimatorTarget(sc)
 	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{{
 		Name: sc.Target, File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
+		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, PDGateProfile: et.PDGateProfile, Policy: pol,
 	}}}
 	deps.Querier, deps.Clock, deps.Seed = emb, func() time.Time { return at }, o.seed
 	return cfg, deps, cleanup, nil
-}
-
-// simPolicy is the default policy with its clocks scaled to a simulated
-// scenario's compressed day (a phase of 20 minutes stands for hours).
-func simPolicy(sc *fleetsim.Scenario) config.Policy {
-	p := config.DefaultPolicy()
-	p.Mode = config.ModeOff
-	p.Lookback = 20 * time.Minute
-	if d := sc.Phases[0].Duration; d > 0 && d < p.Lookback {
-		p.Lookback = d
-	}
-	// A day of the scenario lasts its duration, its phases are the windows
-	// of the day: the evidence is one simulated day.
-	p.DayLength, p.History = sc.Duration(), sc.Duration()
-	if w := sc.Phases[0].Duration; w > 0 && sc.Duration()%w == 0 {
-		p.WindowWidth = w
-	} else {
-		p.WindowWidth = sc.Duration()
-	}
-	// Scale the day-long guards; the restart warm-up is the simulated EPP's
-	// measured one (the simulated EPP relearns in real simulated time).
-	scale := float64(sc.Duration()) / float64(24*time.Hour)
-	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
-	p.BudgetWindow = sc.Duration()
-	p.RestartWarmup = dayloop.SimRestartWarmup
-	bs := sc.EPP.PrefixIndex.BlockSizeTokens
-	p.BlockSizeTokens = &bs
-	return p
 }
 
 func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
@@ -329,26 +299,6 @@ func holdText(r *tuner.Report) string {
 	return string(r.Result)
 }
 
-// promFailures are the estimator reasons that mean Prometheus could not be
-// asked, as opposed to data that says too little.
-var promFailures = map[estimator.ReasonCode]bool{
-	estimator.ReasonPrometheusUnavailable: true, estimator.ReasonPrometheusTimeout: true,
-	estimator.ReasonPrometheusRejected: true, estimator.ReasonBadResponse: true, estimator.ReasonBadQuery: true,
-}
-
-// promFailure returns the first reason that says Prometheus could not be asked.
-func promFailure(e *estimator.Estimates) *estimator.Reason {
-	if e == nil {
-		return nil
-	}
-	for i, r := range e.Reasons {
-		if promFailures[r.Code] {
-			return &e.Reasons[i]
-		}
-	}
-	return nil
-}
-
 // cycleOutcome classifies one dry-run cycle: nil when it produced a
 // recommendation that passed its guards (or one equal to the current
 // setting), exit 1 when it could not run or could not edit the target or
@@ -360,7 +310,7 @@ func cycleOutcome(r *tuner.Report) error {
 	case r.Hold != nil && r.Hold.Reason == tuner.HoldTargetError:
 		return asFailure(fmt.Errorf("%s: cannot edit this target: %s", r.Target, r.Hold.Detail))
 	}
-	if pf := promFailure(r.Estimates); pf != nil {
+	if pf := r.Estimates.QueryFailure(); pf != nil {
 		return asFailure(fmt.Errorf("%s: Prometheus could not be queried (%s): %s", r.Target, pf.Code, pf.Detail))
 	}
 	if r.Result == tuner.ResultHeld && (r.Recommendation == nil || len(r.NewConfig) > 0) {
