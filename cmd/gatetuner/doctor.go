@@ -76,7 +76,7 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 		return err
 	}
 	leaderElection := cfg.LeaderElection.Enabled
-	sa, err := doctorServiceAccount(cfg, o.serviceAccount)
+	sa, err := doctorServiceAccount(o.serviceAccount)
 	if err != nil {
 		return err
 	}
@@ -110,22 +110,17 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 	return doctorExit(rep)
 }
 
-// doctorServiceAccount is --service-account, else the daemon's default
-// ServiceAccount: gatetuner in the leader election's namespace, else
-// gatetuner/gatetuner (RenderRBAC's defaults).
-func doctorServiceAccount(cfg *config.Config, flag string) (string, error) {
-	if flag != "" {
-		ns, name, ok := strings.Cut(flag, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return "", usageErr("--service-account: want NAMESPACE/NAME, got %q", flag)
-		}
-		return flag, nil
+// doctorServiceAccount is --service-account, checked ("": the daemon's
+// default, doctor.DefaultServiceAccount).
+func doctorServiceAccount(flag string) (string, error) {
+	if flag == "" {
+		return "", nil
 	}
-	ns := cfg.LeaderElection.Namespace
-	if ns == "" {
-		ns = "gatetuner"
+	ns, name, ok := strings.Cut(flag, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", usageErr("--service-account: want NAMESPACE/NAME, got %q", flag)
 	}
-	return ns + "/gatetuner", nil
+	return flag, nil
 }
 
 // applyDoctorOverrides applies --prometheus and --kubeconfig to the config.

@@ -183,13 +183,9 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 		return nil, deps, nil, err
 	}
 	at := end.Add(7 * time.Second)
-	pol := simenv.Policy(sc, simenv.DryRunPolicy())
-	et := simenv.EstimatorTarget(sc)
-	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{{
-		Name: sc.Target, File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
-		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, PDGateProfile: et.PDGateProfile, Policy: pol,
-	}}}
+	t := simenv.ConfigTarget(sc, config.Target{File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name},
+		simenv.Policy(sc, simenv.DryRunPolicy()))
+	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{t}}
 	deps.Querier, deps.Clock, deps.Seed = emb, func() time.Time { return at }, o.seed
 	return cfg, deps, cleanup, nil
 }

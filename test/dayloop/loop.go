@@ -184,10 +184,7 @@ func (l *Loop) build(ctx context.Context) error {
 		l.pol = *opt.Policy
 	}
 	l.pol.DecisionSource = opt.Source
-	et := simenv.EstimatorTarget(sc)
-	t := config.Target{Name: sc.Target, File: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile.Name,
-		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, PDGateProfile: et.PDGateProfile, Policy: l.pol}
+	t := simenv.ConfigTarget(sc, config.Target{File: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile.Name}, l.pol)
 	if opt.Source == config.SourceRecords {
 		t.Records = config.Records{File: recPath}
 	}

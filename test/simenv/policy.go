@@ -105,3 +105,17 @@ func DryRunPolicy() PolicyOptions {
 func LoopPolicy() PolicyOptions {
 	return PolicyOptions{Mode: config.ModeConfigMap, Lookback: 15 * time.Minute, Window: WindowEqualPhases}
 }
+
+// ConfigTarget completes t — the EPP config the caller's daemon edits
+// (file, plugin, data key) and its build profile — with what the scenario
+// decides: the target's name, its engines' maxNumBatchedTokens, the series
+// EstimatorTarget selects (a P/D pool's gate profile too) and pol.
+func ConfigTarget(sc *fleetsim.Scenario, t config.Target, pol config.Policy) config.Target {
+	et := EstimatorTarget(sc)
+	t.Name = sc.Target
+	t.MaxNumBatchedTokens = sc.Pods.Engine.MaxNumBatchedTokens
+	t.Selector = config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}
+	t.PDGateProfile = et.PDGateProfile
+	t.Policy = pol
+	return t
+}

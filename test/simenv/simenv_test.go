@@ -84,3 +84,21 @@ func TestEstimatorTargetSelectsAPDPoolsPrefillPods(t *testing.T) {
 		t.Errorf("P/D: VLLMSelector %s, PDGateProfile %q; want the decode and prefill pods and the shape's profile %q", pd.VLLMSelector, pd.PDGateProfile, x.PDGateProfile)
 	}
 }
+
+// TestConfigTargetKeepsTheCallersConfigAndAddsTheScenarios: the daemon's
+// target over a scenario edits the caller's file, plugin and key under its
+// profile, and selects and limits what the scenario says.
+func TestConfigTargetKeepsTheCallersConfigAndAddsTheScenarios(t *testing.T) {
+	sc := load(t, "steady")
+	pol := Policy(sc, DryRunPolicy())
+	got := ConfigTarget(sc, config.Target{File: "/tmp/epp.yaml", Plugin: "gate", Key: "config.yaml", Profile: "penalty-mode"}, pol)
+	et := EstimatorTarget(sc)
+	if got.File != "/tmp/epp.yaml" || got.Plugin != "gate" || got.Key != "config.yaml" || got.Profile != "penalty-mode" {
+		t.Errorf("the caller's config: %+v", got)
+	}
+	if got.Name != sc.Target || got.MaxNumBatchedTokens != sc.Pods.Engine.MaxNumBatchedTokens ||
+		got.Selector.VLLM != et.VLLMSelector || got.Selector.EPP != et.EPPSelector || got.PDGateProfile != et.PDGateProfile ||
+		got.Policy.Lookback != pol.Lookback || got.Policy.WindowWidth != pol.WindowWidth {
+		t.Errorf("the scenario's: %+v", got)
+	}
+}

@@ -60,7 +60,8 @@ type Report struct {
 type Options struct {
 	// At is the evaluation time.
 	At time.Time
-	// ServiceAccount is the daemon's, NAMESPACE/NAME (the rbac check).
+	// ServiceAccount is the daemon's, NAMESPACE/NAME, whose permissions
+	// the rbac check asks about ("": DefaultServiceAccount).
 	ServiceAccount string
 	// LeaderElection says whether the daemon elects a leader (the rbac
 	// check asks for the Lease permissions then).
@@ -88,6 +89,9 @@ func New(cfg *config.Config, opt Options) (*Doctor, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opt.ServiceAccount == "" {
+		opt.ServiceAccount = DefaultServiceAccount(cfg)
+	}
 	q, err := daemon.NewHTTPQuerier(cfg.Prometheus, nil, opt.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus: %w", err)
@@ -103,6 +107,17 @@ func New(cfg *config.Config, opt Options) (*Doctor, error) {
 		d.kube, d.dyn, d.kubeErr = nil, nil, err
 	}
 	return d, nil
+}
+
+// DefaultServiceAccount is the daemon's ServiceAccount as deploy/ and
+// sink.RenderRBAC name it: gatetuner in the leader election's namespace,
+// else gatetuner/gatetuner.
+func DefaultServiceAccount(cfg *config.Config) string {
+	ns := cfg.LeaderElection.Namespace
+	if ns == "" {
+		ns = "gatetuner"
+	}
+	return ns + "/gatetuner"
 }
 
 // Close releases the Prometheus client.

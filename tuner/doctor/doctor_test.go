@@ -273,3 +273,13 @@ func TestRequiredAccessIsWhatTheDaemonDoes(t *testing.T) {
 		t.Errorf("requiredAccess:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestDefaultServiceAccountIsTheRenderedOne: gatetuner in the leader
+// election's namespace, else in gatetuner (deploy/, sink.RenderRBAC).
+func TestDefaultServiceAccountIsTheRenderedOne(t *testing.T) {
+	for _, tc := range []struct{ ns, want string }{{"", "gatetuner/gatetuner"}, {"llm-d", "llm-d/gatetuner"}} {
+		if got := DefaultServiceAccount(&config.Config{LeaderElection: config.LeaderElection{Namespace: tc.ns}}); got != tc.want {
+			t.Errorf("leader election namespace %q: %s, want %s", tc.ns, got, tc.want)
+		}
+	}
+}
