@@ -22,10 +22,10 @@ const RestartWarmup = 5 * time.Second
 type WindowRule int
 
 const (
-	// WindowEqualPhases: the phase length when one day's phases are equal,
+	// WindowEqualPhases is the phase length when one day's phases are equal,
 	// else a twelfth of the day.
 	WindowEqualPhases WindowRule = iota
-	// WindowFirstPhase: the first phase's length when it divides the day,
+	// WindowFirstPhase is the first phase's length when it divides the day,
 	// else the whole day.
 	WindowFirstPhase
 )
