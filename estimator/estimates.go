@@ -444,6 +444,30 @@ func (e *Estimates) HasReason(code ReasonCode) bool {
 	return false
 }
 
+// QueryFailed reports whether the reason says Prometheus could not be
+// asked, as opposed to data that says too little.
+func (c ReasonCode) QueryFailed() bool {
+	switch c {
+	case ReasonPrometheusUnavailable, ReasonPrometheusTimeout, ReasonPrometheusRejected, ReasonBadResponse, ReasonBadQuery:
+		return true
+	}
+	return false
+}
+
+// QueryFailure returns the first reason that says Prometheus could not be
+// asked (nil when none does, or e is nil).
+func (e *Estimates) QueryFailure() *Reason {
+	if e == nil {
+		return nil
+	}
+	for i, r := range e.Reasons {
+		if r.Code.QueryFailed() {
+			return &e.Reasons[i]
+		}
+	}
+	return nil
+}
+
 // HasWarning reports whether any part carries the warning code.
 func (e *Estimates) HasWarning(code ReasonCode) bool {
 	for _, r := range e.Warnings {

@@ -17,6 +17,7 @@ import (
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
@@ -118,7 +119,7 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 			return err
 		}
 	}
-	pol := dayloop.Policy(sc)
+	pol := simenv.Policy(sc, simenv.LoopPolicy())
 	if sc.DayCount() == 1 {
 		// One simulated day: no day of history yet to choose an auto window from.
 		pol.ApplyWindow = &config.ApplyWindow{Always: true}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/doctor"
 	"github.com/gatetuner/gatetuner/tuner/jsonenc"
 )
 
@@ -36,7 +37,7 @@ reason (docs/estimator.md); the EPP config and its filter's parameters; the EPP
 Deployment's image tag against the configured profile; PodMonitors and
 ServiceMonitors whose port cannot match; the records source when one is configured.
 Every check passes, warns or fails with the exact reason and the fix (docs/doctor.md).
-The checks: ` + strings.Join(doctorCheckNames, ", ") + `.
+The checks: ` + strings.Join(doctor.CheckNames(), ", ") + `.
 
 Exit codes (docs/cli.md): 0 every check passed or warned, 1 a check failed
 (Prometheus unreachable included), 2 a usage or configuration error.`,
@@ -53,43 +54,6 @@ Exit codes (docs/cli.md): 0 every check passed or warned, 1 a check failed
 	f.DurationVar(&o.timeout, "timeout", 3*time.Minute, "timeout of all checks")
 	f.StringVar(&o.serviceAccount, "service-account", "", "the daemon's ServiceAccount, NAMESPACE/NAME, whose permissions the rbac check asks about (default: gatetuner in leaderElection.namespace, else gatetuner/gatetuner, as deploy/ and RenderRBAC name it)")
 	return cmd
-}
-
-// Check statuses, in increasing severity (skip: not run because a check
-// it depends on failed).
-const (
-	statusPass = "pass"
-	statusWarn = "warn"
-	statusFail = "fail"
-	statusSkip = "skip"
-)
-
-// doctorCheck is one named check's verdict (docs/doctor.md, JSON schema).
-type doctorCheck struct {
-	Name   string `json:"name"`
-	Status string `json:"status"`
-	// Reason is the estimator's reason code (or doctor's own) of a warning or failure.
-	Reason string `json:"reason,omitempty"`
-	Detail string `json:"detail"`
-	Fix    string `json:"fix,omitempty"`
-}
-
-// doctorTarget is one target's checks.
-type doctorTarget struct {
-	Target string        `json:"target"`
-	Checks []doctorCheck `json:"checks"`
-	// Shape is what the estimator inferred about the exporters (docs/estimator.md).
-	Shape any `json:"shape,omitempty"`
-}
-
-// doctorReport is the whole run.
-type doctorReport struct {
-	At         time.Time      `json:"at"`
-	Prometheus string         `json:"prometheus"`
-	Checks     []doctorCheck  `json:"checks"`
-	Targets    []doctorTarget `json:"targets"`
-	// Result is the worst status: pass, warn or fail.
-	Result string `json:"result"`
 }
 
 func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
@@ -112,7 +76,7 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 		return err
 	}
 	leaderElection := cfg.LeaderElection.Enabled
-	sa, err := doctorServiceAccount(cfg, o.serviceAccount)
+	sa, err := doctorServiceAccount(o.serviceAccount)
 	if err != nil {
 		return err
 	}
@@ -130,13 +94,12 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	d, err := newDoctor(cfg, at)
+	d, err := doctor.New(cfg, doctor.Options{At: at, ServiceAccount: sa, LeaderElection: leaderElection, Logger: quietLogger()})
 	if err != nil {
-		return err
+		return asUsage(err)
 	}
-	defer d.close()
-	d.serviceAccount = sa
-	rep := d.run(ctx, targets, leaderElection)
+	defer d.Close()
+	rep := d.Run(ctx, targets)
 	if o.output == "json" {
 		if err := jsonenc.Encode(a.stdout, rep, "  "); err != nil {
 			return err
@@ -147,22 +110,17 @@ func runDoctor(ctx context.Context, a *app, o *doctorOpts) error {
 	return doctorExit(rep)
 }
 
-// doctorServiceAccount is --service-account, else the daemon's default
-// ServiceAccount: gatetuner in the leader election's namespace, else
-// gatetuner/gatetuner (RenderRBAC's defaults).
-func doctorServiceAccount(cfg *config.Config, flag string) (string, error) {
-	if flag != "" {
-		ns, name, ok := strings.Cut(flag, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return "", usageErr("--service-account: want NAMESPACE/NAME, got %q", flag)
-		}
-		return flag, nil
+// doctorServiceAccount is --service-account, checked ("": the daemon's
+// default, doctor.DefaultServiceAccount).
+func doctorServiceAccount(flag string) (string, error) {
+	if flag == "" {
+		return "", nil
 	}
-	ns := cfg.LeaderElection.Namespace
-	if ns == "" {
-		ns = "gatetuner"
+	ns, name, ok := strings.Cut(flag, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", usageErr("--service-account: want NAMESPACE/NAME, got %q", flag)
 	}
-	return ns + "/gatetuner", nil
+	return flag, nil
 }
 
 // applyDoctorOverrides applies --prometheus and --kubeconfig to the config.
@@ -188,16 +146,16 @@ func applyDoctorOverrides(cfg *config.Config, o *doctorOpts) error {
 }
 
 // doctorExit is 1 when a check failed, naming them; nil otherwise.
-func doctorExit(rep *doctorReport) error {
+func doctorExit(rep *doctor.Report) error {
 	var failed []string
 	for _, c := range rep.Checks {
-		if c.Status == statusFail {
+		if c.Status == doctor.StatusFail {
 			failed = append(failed, c.Name+" ("+c.Detail+")")
 		}
 	}
 	for _, t := range rep.Targets {
 		for _, c := range t.Checks {
-			if c.Status == statusFail {
+			if c.Status == doctor.StatusFail {
 				failed = append(failed, t.Target+": "+c.Name)
 			}
 		}
@@ -208,18 +166,9 @@ func doctorExit(rep *doctorReport) error {
 	return asFailure(fmt.Errorf("doctor: %d check(s) failed: %s", len(failed), strings.Join(failed, ", ")))
 }
 
-// worst returns the more severe of two statuses (skip counts as pass).
-func worst(a, b string) string {
-	rank := map[string]int{statusPass: 0, statusSkip: 0, statusWarn: 1, statusFail: 2}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
-}
-
 // writeDoctorText prints the report as tables a person reads: one per
 // Prometheus and per target, the fix under each check that has one.
-func writeDoctorText(w io.Writer, rep *doctorReport) {
+func writeDoctorText(w io.Writer, rep *doctor.Report) {
 	fmt.Fprintf(w, "gatetuner doctor at %s\n\nPrometheus %s\n", rep.At.UTC().Format(time.RFC3339), rep.Prometheus)
 	writeChecks(w, rep.Checks)
 	for _, t := range rep.Targets {
@@ -229,7 +178,7 @@ func writeDoctorText(w io.Writer, rep *doctorReport) {
 	fmt.Fprintf(w, "\nresult: %s\n", rep.Result)
 }
 
-func writeChecks(w io.Writer, cs []doctorCheck) {
+func writeChecks(w io.Writer, cs []doctor.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range cs {
 		detail := c.Detail

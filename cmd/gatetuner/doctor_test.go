@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/test/simenv"
+	"github.com/gatetuner/gatetuner/tuner/doctor"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
@@ -212,7 +211,7 @@ func daemonRBAC(t *testing.T, env *kubeharness.Env, namespaces ...string) {
 }
 
 // findCheck returns the named check, or nil.
-func findCheck(cs []doctorCheck, name string) *doctorCheck {
+func findCheck(cs []doctor.Result, name string) *doctor.Result {
 	for i := range cs {
 		if cs[i].Name == name {
 			return &cs[i]
@@ -311,72 +310,72 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 		checks map[string]want
 	}{
 		{"a healthy llm-d-2026 setup passes", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
-			"prometheus": {statusPass, "", healthy}, "backend": {statusPass, "", "prometheus"}, "epp-config": {statusPass, "", "prefill-affinity"},
-			"profile": {statusPass, "", "router-2026-08"}, "vllm-series": {statusPass, "", "2 pods"}, "pod-label": {statusPass, "", ""},
-			"epp-series": {statusPass, "", ">=0.10"}, "in-flight-series": {statusPass, "", ""}, "in-flight-producer": {statusPass, "", "inflight-load-producer"},
-			"series-empty": {statusPass, "", ""}, "endpoint-join": {statusPass, "", "pod-rank"}, "epp-replicas": {statusPass, "", ""},
-			"estimate": {statusPass, "", "drain rate"}, "monitors": {statusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"},
-			"pd-roles": {statusPass, "", "not disaggregated (no pool of both prefill-only and decode-only pods) in pool-a; roles decode: vllm-decode-0"}}},
+			"prometheus": {doctor.StatusPass, "", healthy}, "backend": {doctor.StatusPass, "", "prometheus"}, "epp-config": {doctor.StatusPass, "", "prefill-affinity"},
+			"profile": {doctor.StatusPass, "", "router-2026-08"}, "vllm-series": {doctor.StatusPass, "", "2 pods"}, "pod-label": {doctor.StatusPass, "", ""},
+			"epp-series": {doctor.StatusPass, "", ">=0.10"}, "in-flight-series": {doctor.StatusPass, "", ""}, "in-flight-producer": {doctor.StatusPass, "", "inflight-load-producer"},
+			"series-empty": {doctor.StatusPass, "", ""}, "endpoint-join": {doctor.StatusPass, "", "pod-rank"}, "epp-replicas": {doctor.StatusPass, "", ""},
+			"estimate": {doctor.StatusPass, "", "drain rate"}, "monitors": {doctor.StatusPass, "", "1 PodMonitor(s) and 1 ServiceMonitor(s)"},
+			"pd-roles": {doctor.StatusPass, "", "not disaggregated (no pool of both prefill-only and decode-only pods) in pool-a; roles decode: vllm-decode-0"}}},
 		{"a P/D pool (prefill-only and decode-only pods, a disagg-profile-handler) without pdGateProfile warns naming its pods and the profile to set",
 			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, ""), at, 0, map[string]want{
-				"pd-roles": {statusWarn, "pd-gate-profile-unset", "a P/D pool (roles decode: vllm-decode-0; prefill: vllm-prefill-0, vllm-prefill-1; the EPP config's disagg-profile-handler); the filter is in the prefill profile"}}},
+				"pd-roles": {doctor.StatusWarn, "pd-gate-profile-unset", "a P/D pool (roles decode: vllm-decode-0; prefill: vllm-prefill-0, vllm-prefill-1; the EPP config's disagg-profile-handler); the filter is in the prefill profile"}}},
 		{"a P/D pool whose pdGateProfile names the filter's profile passes",
 			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, "  pdGateProfile: prefill\n"), at, 0, map[string]want{
-				"pd-roles": {statusPass, "", "pdGateProfile says so"}}},
+				"pd-roles": {doctor.StatusPass, "", "pdGateProfile says so"}}},
 		{"a P/D pool whose pdGateProfile contradicts the EPP config fails",
 			doctorConfig(t, healthy, kc, "pool-pd", vllm, epp, "  pdGateProfile: decode\n"), at, 1, map[string]want{
-				"pd-roles": {statusFail, "pd-gate-profile-mismatch", "the target's pdGateProfile is decode but the EPP config puts the filter in the prefill profile"}}},
+				"pd-roles": {doctor.StatusFail, "pd-gate-profile-mismatch", "the target's pdGateProfile is decode but the EPP config puts the filter in the prefill profile"}}},
 		{"a P/D pool's metrics with a vLLM selector missing the prefill pods fail the estimate naming them",
 			doctorConfig(t, pd, kc, "pool-pd", vllm, epp, "  pdGateProfile: prefill\n"), atPD, 1, map[string]want{
-				"estimate": {statusFail, "pd-prefill-pods-unselected", sc.PrefillNamePrefix() + "-0-rank-0"},
-				"pd-roles": {statusPass, "", "the EPP disaggregated"}}},
+				"estimate": {doctor.StatusFail, "pd-prefill-pods-unselected", sc.PrefillNamePrefix() + "-0-rank-0"},
+				"pd-roles": {doctor.StatusPass, "", "the EPP disaggregated"}}},
 		{"a P/D pool's metrics without pdGateProfile fail the estimate when the metrics cannot tell the profile",
 			doctorConfig(t, pd, kc, "pool-pd", pdSel, epp, ""), atPD, 1, map[string]want{
-				"estimate": {statusFail, "pd-gate-profile-unknown", "set the target's pdGateProfile"},
-				"pd-roles": {statusWarn, "pd-gate-profile-unset", "sets no pdGateProfile"}}},
+				"estimate": {doctor.StatusFail, "pd-gate-profile-unknown", "set the target's pdGateProfile"},
+				"pd-roles": {doctor.StatusWarn, "pd-gate-profile-unset", "sets no pdGateProfile"}}},
 		{"the daemon's ServiceAccount holding the rendered RBAC passes",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), at, 0, map[string]want{
-				"rbac": {statusPass, "", "ServiceAccount gatetuner/gatetuner may do all 7 things the daemon does"}}},
+				"rbac": {doctor.StatusPass, "", "ServiceAccount gatetuner/gatetuner may do all 7 things the daemon does"}}},
 		{"data parallelism across ports is inferred and joins (two rank endpoints per pod, only port 8000 scraped)",
 			doctorConfig(t, dpRanks, kc, "pool-a", vllm, epp, ""), atDP, 0, map[string]want{
-				"endpoint-join": {statusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},
-				"vllm-series":   {statusPass, "", "1 pods"}, "estimate": {statusPass, "", "drain rate"}}},
+				"endpoint-join": {doctor.StatusPass, "", "2 in-flight endpoints joined to 1 pods (naming pod-rank, up to 2 ranks per pod)"},
+				"vllm-series":   {doctor.StatusPass, "", "1 pods"}, "estimate": {doctor.StatusPass, "", "drain rate"}}},
 		{"selectors of llm-d-router's example Prometheus (job=...) on an operator-scraped cluster fail naming where the series are",
 			doctorConfig(t, healthy, kc, "pool-a", jobs[0], jobs[1], ""), at, 1, map[string]want{
-				"vllm-series": {statusFail, "no-series", `vLLM series exist as {instance=`}}},
+				"vllm-series": {doctor.StatusFail, "no-series", `vLLM series exist as {instance=`}}},
 		{"an EPP selector that matches nothing fails with selector-matches-nothing",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, `pod="no-such-epp"`, ""), at, 1, map[string]want{
-				"epp-series": {statusFail, "selector-matches-nothing", sc.EPP.Pod}, "vllm-series": {statusPass, "", ""}}},
+				"epp-series": {doctor.StatusFail, "selector-matches-nothing", sc.EPP.Pod}, "vllm-series": {doctor.StatusPass, "", ""}}},
 		{"a raw kubernetes_sd scrape fails with pod-label-missing", doctorConfig(t, rawSD, kc, "pool-a", jobs[0], jobs[1], ""), atSD, 1, map[string]want{
-			"pod-label": {statusFail, "pod-label-missing", ""}}},
+			"pod-label": {doctor.StatusFail, "pod-label-missing", ""}}},
 		{"two in-flight producers and no inFlightLoadProducerName fail with in-flight-producer-ambiguous",
 			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, ""), atTwo, 1, map[string]want{
-				"in-flight-producer": {statusFail, "in-flight-producer-ambiguous", "shadow-producer"}}},
+				"in-flight-producer": {doctor.StatusFail, "in-flight-producer-ambiguous", "shadow-producer"}}},
 		{"a profile that does not match the image tag fails naming both", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  profile: penalty-mode\n"), at, 1, map[string]want{
-			"profile": {statusFail, "profile-mismatch", "the build of profile router-2026-08, but the target's profile is penalty-mode"}}},
+			"profile": {doctor.StatusFail, "profile-mismatch", "the build of profile router-2026-08, but the target's profile is penalty-mode"}}},
 		{"a PodMonitor with port \"8000\" warns that it matches no port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-number", `PodMonitor pool-port/vllm-decode podMetricsEndpoints[0].port "8000" is no port name`}}},
+			"monitors": {doctor.StatusWarn, "monitor-port-number", `PodMonitor pool-port/vllm-decode podMetricsEndpoints[0].port "8000" is no port name`}}},
 		{"a ServiceMonitor with port \"9090\" warns that it matches no Service port name", doctorConfig(t, healthy, kc, "pool-port", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-number", `ServiceMonitor pool-port/epp endpoints[0].port "9090" is no port name`}}},
+			"monitors": {doctor.StatusWarn, "monitor-port-number", `ServiceMonitor pool-port/epp endpoints[0].port "9090" is no port name`}}},
 		{"a PodMonitor port no selected pod names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-unmatched", `PodMonitor pool-named/vllm-decode podMetricsEndpoints[0].port "metrics": none of the 1 pods it selects has a port named "metrics" (their port names: http)`}}},
+			"monitors": {doctor.StatusWarn, "monitor-port-unmatched", `PodMonitor pool-named/vllm-decode podMetricsEndpoints[0].port "metrics": none of the 1 pods it selects has a port named "metrics" (their port names: http)`}}},
 		{"a ServiceMonitor port no selected Service names warns with their port names", doctorConfig(t, healthy, kc, "pool-named", vllm, epp, ""), at, 0, map[string]want{
-			"monitors": {statusWarn, "monitor-port-unmatched", `ServiceMonitor pool-named/epp endpoints[0].port "http-metrics": none of the 1 services it selects has a port named "http-metrics" (their port names: metrics)`}}},
+			"monitors": {doctor.StatusWarn, "monitor-port-unmatched", `ServiceMonitor pool-named/epp endpoints[0].port "http-metrics": none of the 1 services it selects has a port named "http-metrics" (their port names: metrics)`}}},
 		{"syncedEPPReplicas with one replica reporting warns", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  syncedEPPReplicas: true\n"), at, 0, map[string]want{
-			"epp-replicas": {statusWarn, "replicas-synced-single", "1 EPP replica"}}},
+			"epp-replicas": {doctor.StatusWarn, "replicas-synced-single", "1 EPP replica"}}},
 		{"a target without maxNumBatchedTokens warns naming the setting", withoutLine(t, doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "  maxNumBatchedTokens: 2048\n"), at, 0, map[string]want{
-			"estimate": {statusWarn, "max-num-batched-tokens-unknown", "drain rate"}}},
+			"estimate": {doctor.StatusWarn, "max-num-batched-tokens-unknown", "drain rate"}}},
 		{"a records stream that answers passes",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), at, 0, map[string]want{
-				"records": {statusPass, "", stream.URL + "/records answers 200"}}},
+				"records": {doctor.StatusPass, "", stream.URL + "/records answers 200"}}},
 		{"with decisionSource records an in-flight failure only warns (the Prometheus model does not run)",
 			doctorConfig(t, twoProducers, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+stream.URL+"/records'}\n"), atTwo, 0, map[string]want{
-				"in-flight-producer": {statusWarn, "in-flight-producer-ambiguous", "decisionSource is records"}}},
+				"in-flight-producer": {doctor.StatusWarn, "in-flight-producer-ambiguous", "decisionSource is records"}}},
 		{"an unreachable records stream fails naming its URL",
 			doctorConfig(t, healthy, kc, "pool-a", vllm, epp, "  decisionSource: records\n  records: {url: '"+down+"/records'}\n"), at, 1, map[string]want{
-				"records": {statusFail, "", down + "/records"}}},
+				"records": {doctor.StatusFail, "", down + "/records"}}},
 		{"an unreachable Prometheus fails naming its URL", doctorConfig(t, down, kc, "pool-a", vllm, epp, ""), at, 1, map[string]want{
-			"prometheus": {statusFail, "prometheus-unavailable", down}, "series": {statusSkip, "", ""}, "epp-config": {statusPass, "", ""}}},
+			"prometheus": {doctor.StatusFail, "prometheus-unavailable", down}, "series": {doctor.StatusSkip, "", ""}, "epp-config": {doctor.StatusPass, "", ""}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -384,14 +383,14 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr %q\n%s", code, tc.code, errs, out)
 			}
-			var rep doctorReport
+			var rep doctor.Report
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatalf("JSON: %v\n%s", err, out)
 			}
-			got := map[string][]doctorCheck{}
-			for _, c := range append(append([]doctorCheck(nil), rep.Checks...), rep.Targets[0].Checks...) {
+			got := map[string][]doctor.Result{}
+			for _, c := range append(append([]doctor.Result(nil), rep.Checks...), rep.Targets[0].Checks...) {
 				got[c.Name] = append(got[c.Name], c)
-				if (c.Status == statusFail || c.Status == statusWarn) && c.Fix == "" {
+				if (c.Status == doctor.StatusFail || c.Status == doctor.StatusWarn) && c.Fix == "" {
 					t.Errorf("check %s %s without a fix", c.Name, c.Status)
 				}
 			}
@@ -415,12 +414,12 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	t.Run("a ServiceAccount without the RBAC fails the rbac check naming what it may not do", func(t *testing.T) {
 		code, out, _ := gt(t, "", "doctor", "--config", doctorConfig(t, healthy, kc, "pool-a", vllm, epp, ""), "--at", at.UTC().Format(time.RFC3339),
 			"--service-account", "elsewhere/nobody", "-o", "json")
-		var rep doctorReport
+		var rep doctor.Report
 		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
 			t.Fatalf("exit %d, %v\n%s", code, err, out)
 		}
 		c := findCheck(rep.Checks, "rbac")
-		if c == nil || c.Status != statusFail || c.Reason != "rbac-denied" ||
+		if c == nil || c.Status != doctor.StatusFail || c.Reason != "rbac-denied" ||
 			!strings.Contains(c.Detail, "ServiceAccount elsewhere/nobody may not: get configmaps epp-config in pool-a (read and write the EPP config)") ||
 			!strings.Contains(c.Detail, "create events.events.k8s.io in pool-a") {
 			t.Fatalf("rbac check %+v", c)
@@ -457,13 +456,13 @@ spec:
 			{"pool-pd", "monitor-port-unmatched", `PodMonitor monitoring/vllm-any podMetricsEndpoints[0].port "prefill-metrics": none of the 2 pods it selects has a port named "prefill-metrics" (their port names: metrics)`},
 		} {
 			_, out, _ := gt(t, "", "doctor", "--config", doctorConfig(t, healthy, kc, tc.ns, vllm, epp, ""), "--at", at.UTC().Format(time.RFC3339), "-o", "json")
-			var rep doctorReport
+			var rep doctor.Report
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatal(err)
 			}
 			found := false
 			for _, c := range rep.Targets[0].Checks {
-				found = found || c.Name == "monitors" && c.Status == statusWarn && c.Reason == tc.reason && strings.Contains(c.Detail, tc.detail)
+				found = found || c.Name == "monitors" && c.Status == doctor.StatusWarn && c.Reason == tc.reason && strings.Contains(c.Detail, tc.detail)
 			}
 			if !found {
 				t.Errorf("%s: no monitors warning %s %q in\n%s", tc.ns, tc.reason, tc.detail, out)
@@ -479,28 +478,4 @@ spec:
 		}
 		t.Logf("doctor's text output:\n%s", out)
 	})
-}
-
-// TestDoctorDocListsEveryCheck: docs/doctor.md has a table row for every
-// check doctor runs, and none for a check it does not.
-func TestDoctorDocListsEveryCheck(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/doctor.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(string(doc), -1)
-	var documented []string
-	for _, m := range rows {
-		documented = append(documented, m[1])
-	}
-	for _, name := range doctorCheckNames {
-		if !slices.Contains(documented, name) {
-			t.Errorf("docs/doctor.md has no row for check %s", name)
-		}
-	}
-	for _, name := range documented {
-		if !slices.Contains(doctorCheckNames, name) {
-			t.Errorf("docs/doctor.md documents %s, which is no check", name)
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,123 +118,40 @@ type estimateSetup struct {
 }
 
 func (o *estimateOpts) setup() (*estimateSetup, error) {
-	switch {
-	case o.prometheus == "":
-		return nil, usageErr("--prometheus is required (a URL, or embedded)")
-	case o.output != "text" && o.output != "json":
-		return nil, usageErr("--output must be text or json, got %q", o.output)
-	case o.podRegex != "" && o.vllmSelector != "":
-		return nil, usageErr("--pod-regex and --vllm-selector are exclusive")
-	case o.priorPPT != 0 && o.calibrationFile != "":
-		return nil, usageErr("--prior-ppt and --calibration-file are exclusive")
-	case o.priorPPT < 0:
-		return nil, usageErr("--prior-ppt must be > 0, got %v", o.priorPPT)
-	case o.maxBatched < 0 || o.maxSeqs < 0:
-		return nil, usageErr("--max-num-batched-tokens and --max-num-seqs must be >= 0")
-	case o.timeout <= 0 || o.queryTimeout <= 0:
-		return nil, usageErr("--timeout and --query-timeout must be > 0")
-	}
-	embedded := o.prometheus == "embedded"
-	o.scenario = o.trace.scenario(o.scenario)
-	sources := 0
-	if o.scenario != "" {
-		sources++
-	}
-	if len(o.scrape)+len(o.scrapeEPP) > 0 {
-		sources++
-	}
-	switch {
-	case embedded && sources != 1:
-		return nil, usageErr("--prometheus embedded needs exactly one of --scenario or --scrape/--scrape-epp")
-	case !embedded && sources != 0:
-		return nil, usageErr("--scenario and --scrape need --prometheus embedded")
+	if err := o.checkFlags(); err != nil {
+		return nil, err
 	}
 	s := &estimateSetup{cfg: estimator.Config{Lookback: o.lookback, Window: o.window, SnapshotStep: o.snapshotStep, MinPodCoverage: o.minPodCoverage}}
-	if o.minPodCoverage <= 0 || o.minPodCoverage > 1 {
-		return nil, usageErr("--min-pod-coverage must be in (0,1], got %v", o.minPodCoverage)
-	}
 	t := estimator.Target{Name: o.target, MaxNumBatchedTokens: o.maxBatched, MaxNumSeqs: o.maxSeqs, PDGateProfile: o.pdGateProfile}
-	ns, podRe, vsel, esel := o.namespace, o.podRegex, o.vllmSelector, o.eppSelector
+	sel := seriesSelection{ns: o.namespace, podRe: o.podRegex, vsel: o.vllmSelector, esel: o.eppSelector}
 	if o.scenario != "" {
-		sc, err := o.trace.load(o.scenario)
+		sc, err := o.loadScenario()
 		if err != nil {
-			return nil, asUsage(err)
-		}
-		if o.exporters != "" {
-			x, err := fleetsim.ParseExportShape(o.exporters)
-			if err != nil {
-				return nil, usageErr("--exporters: %v", err)
-			}
-			sc.Exporters = &x
+			return nil, err
 		}
 		s.sc = sc
-		if t.Name == "" {
-			t.Name = sc.Target
-		}
-		if ns == "" {
-			ns = sc.Namespace
-		}
-		if podRe == "" && vsel == "" {
-			podRe = sc.Pods.NamePrefix + "-[0-9]+"
-			if x := sc.Exporters; x != nil && x.PrefillPods > 0 {
-				// A P/D pool: the decode and the prefill pods.
-				podRe = "(" + regexp.QuoteMeta(sc.Pods.NamePrefix) + "|" + regexp.QuoteMeta(sc.PrefillNamePrefix()) + ")-[0-9]+"
-				if t.PDGateProfile == "" {
-					t.PDGateProfile = x.PDGateProfile
-				}
-			}
-		}
-		if esel == "" {
-			esel = fmt.Sprintf("pod=%q", sc.EPP.Pod)
-		}
-		if t.MaxNumBatchedTokens == 0 {
-			t.MaxNumBatchedTokens = sc.Pods.Engine.MaxNumBatchedTokens
-		}
-		if t.MaxNumSeqs == 0 {
-			t.MaxNumSeqs = sc.Pods.Engine.MaxNumSeqs
-		}
+		scenarioDefaults(&t, &sel, sc)
 	}
 	if len(o.scrape)+len(o.scrapeEPP) > 0 {
-		if vsel == "" && podRe == "" {
-			vsel = `job="vllm"`
+		if sel.vsel == "" && sel.podRe == "" {
+			sel.vsel = `job="vllm"`
 		}
-		if esel == "" && len(o.scrapeEPP) > 0 {
-			esel = `job="epp"`
+		if sel.esel == "" && len(o.scrapeEPP) > 0 {
+			sel.esel = `job="epp"`
 		}
 	}
 	if t.Name == "" {
 		t.Name = "default"
 	}
-	var vparts, eparts []string
-	if ns != "" {
-		vparts = append(vparts, fmt.Sprintf("namespace=%q", ns))
-		if esel != "" {
-			eparts = append(eparts, fmt.Sprintf("namespace=%q", ns))
-		}
-	}
-	if podRe != "" {
-		vparts = append(vparts, fmt.Sprintf("pod=~%q", podRe))
-	}
-	if vsel != "" {
-		vparts = append(vparts, vsel)
-	}
-	if esel != "" {
-		eparts = append(eparts, esel)
-	}
-	t.VLLMSelector, t.EPPSelector = strings.Join(vparts, ","), strings.Join(eparts, ",")
+	t.VLLMSelector, t.EPPSelector = sel.selectors()
 	if t.VLLMSelector == "" {
 		return nil, usageErr("select the vLLM pods with --namespace, --pod-regex or --vllm-selector")
 	}
-	switch {
-	case o.priorPPT > 0:
-		t.Prior = &estimator.Prior{Value: o.priorPPT, Origin: estimator.PriorConfigured, Detail: "--prior-ppt"}
-	case o.calibrationFile != "":
-		p, err := estimator.LoadCalibrationPrior(o.calibrationFile, o.calibrationFingerprint)
-		if err != nil {
-			return nil, usageErr("--calibration-file: %v", err)
-		}
-		t.Prior = p
+	prior, err := o.prior()
+	if err != nil {
+		return nil, err
 	}
+	t.Prior = prior
 	if err := t.Validate(); err != nil {
 		return nil, asUsage(err)
 	}
@@ -248,6 +164,135 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 		s.at = at
 	}
 	return s, nil
+}
+
+// checkFlags checks the flags that need nothing read, and that an
+// embedded Prometheus has exactly one source (a scenario or scrapes).
+func (o *estimateOpts) checkFlags() error {
+	switch {
+	case o.prometheus == "":
+		return usageErr("--prometheus is required (a URL, or embedded)")
+	case o.output != "text" && o.output != "json":
+		return usageErr("--output must be text or json, got %q", o.output)
+	case o.podRegex != "" && o.vllmSelector != "":
+		return usageErr("--pod-regex and --vllm-selector are exclusive")
+	case o.priorPPT != 0 && o.calibrationFile != "":
+		return usageErr("--prior-ppt and --calibration-file are exclusive")
+	case o.priorPPT < 0:
+		return usageErr("--prior-ppt must be > 0, got %v", o.priorPPT)
+	case o.maxBatched < 0 || o.maxSeqs < 0:
+		return usageErr("--max-num-batched-tokens and --max-num-seqs must be >= 0")
+	case o.timeout <= 0 || o.queryTimeout <= 0:
+		return usageErr("--timeout and --query-timeout must be > 0")
+	}
+	embedded := o.prometheus == "embedded"
+	o.scenario = o.trace.scenario(o.scenario)
+	sources := 0
+	if o.scenario != "" {
+		sources++
+	}
+	if len(o.scrape)+len(o.scrapeEPP) > 0 {
+		sources++
+	}
+	switch {
+	case embedded && sources != 1:
+		return usageErr("--prometheus embedded needs exactly one of --scenario or --scrape/--scrape-epp")
+	case !embedded && sources != 0:
+		return usageErr("--scenario and --scrape need --prometheus embedded")
+	case o.minPodCoverage <= 0 || o.minPodCoverage > 1:
+		return usageErr("--min-pod-coverage must be in (0,1], got %v", o.minPodCoverage)
+	}
+	return nil
+}
+
+// loadScenario loads --scenario (shaped by the trace flags) with the
+// --exporters shape.
+func (o *estimateOpts) loadScenario() (*fleetsim.Scenario, error) {
+	sc, err := o.trace.load(o.scenario)
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	if o.exporters != "" {
+		x, err := fleetsim.ParseExportShape(o.exporters)
+		if err != nil {
+			return nil, usageErr("--exporters: %v", err)
+		}
+		sc.Exporters = &x
+	}
+	return sc, nil
+}
+
+// seriesSelection is what selects the series: the namespace, the vLLM
+// pods' name regex or selector, and the EPP's selector.
+type seriesSelection struct {
+	ns, podRe, vsel, esel string
+}
+
+// scenarioDefaults fills what the flags leave unset from the scenario's
+// own selection of its series (simenv.EstimatorTarget): its name,
+// namespace, pods (a P/D pool's decode and prefill pods, and its gate
+// profile, unless the vLLM pods are selected by flag), EPP pod and engine
+// limits.
+func scenarioDefaults(t *estimator.Target, sel *seriesSelection, sc *fleetsim.Scenario) {
+	def := simenv.EstimatorTarget(sc)
+	if t.Name == "" {
+		t.Name = def.Name
+	}
+	if sel.ns == "" {
+		sel.ns = sc.Namespace
+	}
+	if sel.podRe == "" && sel.vsel == "" {
+		sel.podRe = simenv.VLLMPods(sc)
+		if t.PDGateProfile == "" {
+			t.PDGateProfile = def.PDGateProfile
+		}
+	}
+	if sel.esel == "" {
+		sel.esel = fmt.Sprintf("pod=%q", sc.EPP.Pod)
+	}
+	if t.MaxNumBatchedTokens == 0 {
+		t.MaxNumBatchedTokens = def.MaxNumBatchedTokens
+	}
+	if t.MaxNumSeqs == 0 {
+		t.MaxNumSeqs = def.MaxNumSeqs
+	}
+}
+
+// selectors are the vLLM and EPP label matchers: the namespace (on the
+// EPP's only with an EPP selector), the pod regex and the selectors given.
+func (sel seriesSelection) selectors() (vllm, epp string) {
+	var vparts, eparts []string
+	if sel.ns != "" {
+		vparts = append(vparts, fmt.Sprintf("namespace=%q", sel.ns))
+		if sel.esel != "" {
+			eparts = append(eparts, fmt.Sprintf("namespace=%q", sel.ns))
+		}
+	}
+	if sel.podRe != "" {
+		vparts = append(vparts, fmt.Sprintf("pod=~%q", sel.podRe))
+	}
+	if sel.vsel != "" {
+		vparts = append(vparts, sel.vsel)
+	}
+	if sel.esel != "" {
+		eparts = append(eparts, sel.esel)
+	}
+	return strings.Join(vparts, ","), strings.Join(eparts, ",")
+}
+
+// prior is --prior-ppt, or the record of --calibration-file, or nil.
+func (o *estimateOpts) prior() (*estimator.Prior, error) {
+	switch {
+	case o.priorPPT > 0:
+		return &estimator.Prior{Value: o.priorPPT, Origin: estimator.PriorConfigured, Detail: "--prior-ppt"}, nil
+	case o.calibrationFile != "":
+		p, err := estimator.LoadCalibrationPrior(o.calibrationFile, o.calibrationFingerprint)
+		if err != nil {
+			return nil, usageErr("--calibration-file: %v", err)
+		}
+		return p, nil
+	}
+	return nil, nil
 }
 
 func loadScenario(name string) (*fleetsim.Scenario, error) {
@@ -334,7 +379,7 @@ func runEstimate(ctx context.Context, a *app, o *estimateOpts) error { //nolint:
 // server must not read as a quiet pool), 3 when the drain rate is
 // inconclusive, else nil.
 func estimateExit(url string, e *estimator.Estimates) error {
-	if pf := promFailure(e); pf != nil {
+	if pf := e.QueryFailure(); pf != nil {
 		return asFailure(fmt.Errorf("prometheus %s could not be queried (%s): %s", url, pf.Code, pf.Detail))
 	}
 	if e.DrainRate.Status == estimator.StatusInconclusive {

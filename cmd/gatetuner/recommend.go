@@ -2,21 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
@@ -187,43 +183,11 @@ func simulatedWorld(ctx context.Context, o *recommendOpts, deps daemon.Deps) (*c
 		return nil, deps, nil, err
 	}
 	at := end.Add(7 * time.Second)
-	pol := simPolicy(sc)
-	et := simenv.EstimatorTarget(sc)
-	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{{
-		Name: sc.Target, File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name,
-		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: pol,
-	}}}
+	t := simenv.ConfigTarget(sc, config.Target{File: o.eppConfig, Plugin: in.Plugin.Name, Key: in.Config.DataKey, Profile: prof.Name},
+		simenv.Policy(sc, simenv.DryRunPolicy()))
+	cfg := &config.Config{Prometheus: pc, Targets: []config.Target{t}}
 	deps.Querier, deps.Clock, deps.Seed = emb, func() time.Time { return at }, o.seed
 	return cfg, deps, cleanup, nil
-}
-
-// simPolicy is the default policy with its clocks scaled to a simulated
-// scenario's compressed day (a phase of 20 minutes stands for hours).
-func simPolicy(sc *fleetsim.Scenario) config.Policy {
-	p := config.DefaultPolicy()
-	p.Mode = config.ModeOff
-	p.Lookback = 20 * time.Minute
-	if d := sc.Phases[0].Duration; d > 0 && d < p.Lookback {
-		p.Lookback = d
-	}
-	// A day of the scenario lasts its duration, its phases are the windows
-	// of the day: the evidence is one simulated day.
-	p.DayLength, p.History = sc.Duration(), sc.Duration()
-	if w := sc.Phases[0].Duration; w > 0 && sc.Duration()%w == 0 {
-		p.WindowWidth = w
-	} else {
-		p.WindowWidth = sc.Duration()
-	}
-	// Scale the day-long guards; the restart warm-up is the simulated EPP's
-	// measured one (the simulated EPP relearns in real simulated time).
-	scale := float64(sc.Duration()) / float64(24*time.Hour)
-	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
-	p.BudgetWindow = sc.Duration()
-	p.RestartWarmup = dayloop.SimRestartWarmup
-	bs := sc.EPP.PrefixIndex.BlockSizeTokens
-	p.BlockSizeTokens = &bs
-	return p
 }
 
 func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, cfg *config.Config) error {
@@ -269,7 +233,12 @@ func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, c
 			c.Target.DataKey = "" // the repository file may lay keys out differently
 			changes[i] = c
 		}
-		if err := samePatchBase(r, f, changes, prof); err != nil {
+		base := eppconfig.Base{Data: r.OldConfig, Source: r.Source, Targets: make([]eppconfig.Target, len(r.Changes))}
+		for i, c := range r.Changes {
+			base.Targets[i] = c.Target
+		}
+		tokenBarOnly := func(s gate.Settings) bool { return tuner.TokenBarOnly(prof, s) }
+		if err := f.CheckBase(base, changes, prof, tokenBarOnly); err != nil {
 			return asUsage(fmt.Errorf("--patch-file %s: %w", patchFile, err))
 		}
 		out, err := f.Edit(changes, prof)
@@ -283,74 +252,6 @@ func writePatches(w, stderr io.Writer, reps []*tuner.Report, patchFile string, c
 		return &exitError{code: exitCode(worst), err: fmt.Errorf("no patch for %d of %d targets (see above)", countFailed(reps), len(reps))}
 	}
 	return nil
-}
-
-// errPatchBase marks a --patch-file whose values are not the ones the
-// recommendation was computed from (or an instance the tuner does not change).
-var errPatchBase = errors.New("not the config the recommendation was computed from")
-
-// samePatchBase checks that every instance a recommendation changes holds,
-// in the patch file, the values the recommendation was computed from: the
-// owned keys, ttftSource and peakPrefillThroughput, as the EPP reads them.
-// An instance fed by the latency predictor is refused (the tuner does not
-// change those).
-func samePatchBase(r *tuner.Report, f *eppconfig.File, changes []eppconfig.Change, prof gate.Profile) error {
-	base, err := eppconfig.Parse(r.OldConfig, r.Source)
-	if err != nil {
-		return fmt.Errorf("%w: the recommendation's own config does not parse: %w", errPatchBase, err)
-	}
-	for i, ch := range changes {
-		in, err := f.Select(ch.Target)
-		if err != nil {
-			return err
-		}
-		p, err := in.Params(prof)
-		if err != nil {
-			return err
-		}
-		if p.TTFTSource == gate.SourceLatencyPredictor && !tuner.TokenBarOnly(prof, p.Settings(prof.MissingSignal)) {
-			return fmt.Errorf("%w: %s takes TTFT from the latency predictor; gatetuner does not tune such instances", errPatchBase, in)
-		}
-		bin, err := base.Select(r.Changes[i].Target)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errPatchBase, err)
-		}
-		bp, err := bin.Params(prof)
-		if err != nil {
-			return fmt.Errorf("%w: %w", errPatchBase, err)
-		}
-		if d := paramsDifference(bp, p, prof); d != "" {
-			return fmt.Errorf("%w: %s: %s; a recommendation made for one config is never spliced into another's numbers (run recommend against this file's values)", errPatchBase, in, d)
-		}
-	}
-	return nil
-}
-
-// paramsDifference names the first value the tuner's decision rests on that
-// differs between the recommendation's config (a) and the patch file (b).
-func paramsDifference(a, b gate.Params, prof gate.Profile) string {
-	type field struct {
-		key  gate.Key
-		a, b string
-	}
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	fields := []field{
-		{gate.KeyTTFTSource, a.TTFTSource.String(), b.TTFTSource.String()},
-		{gate.KeyMaxTTFTPenaltyMs, num(a.MaxTTFTPenaltyMs), num(b.MaxTTFTPenaltyMs)},
-		{gate.KeyPeakPrefillThroughput, num(a.PeakPrefillThroughput) + " (" + a.PPTSource().String() + ")", num(b.PeakPrefillThroughput) + " (" + b.PPTSource().String() + ")"},
-	}
-	if prof.Accepts(gate.KeyPenaltyMode) {
-		fields = append(fields, field{gate.KeyPenaltyMode, a.PenaltyMode.String(), b.PenaltyMode.String()})
-	}
-	if prof.Accepts(gate.KeyMaxTokensInFlightPenalty) {
-		fields = append(fields, field{gate.KeyMaxTokensInFlightPenalty, strconv.FormatInt(a.MaxTokensInFlightPenalty, 10), strconv.FormatInt(b.MaxTokensInFlightPenalty, 10)})
-	}
-	for _, f := range fields {
-		if f.a != f.b {
-			return fmt.Sprintf("%s is %s here but the recommendation was computed from %s", f.key, f.b, f.a)
-		}
-	}
-	return ""
 }
 
 // repoPath returns a file's path relative to the root of the Git work tree
@@ -394,26 +295,6 @@ func holdText(r *tuner.Report) string {
 	return string(r.Result)
 }
 
-// promFailures are the estimator reasons that mean Prometheus could not be
-// asked, as opposed to data that says too little.
-var promFailures = map[estimator.ReasonCode]bool{
-	estimator.ReasonPrometheusUnavailable: true, estimator.ReasonPrometheusTimeout: true,
-	estimator.ReasonPrometheusRejected: true, estimator.ReasonBadResponse: true, estimator.ReasonBadQuery: true,
-}
-
-// promFailure returns the first reason that says Prometheus could not be asked.
-func promFailure(e *estimator.Estimates) *estimator.Reason {
-	if e == nil {
-		return nil
-	}
-	for i, r := range e.Reasons {
-		if promFailures[r.Code] {
-			return &e.Reasons[i]
-		}
-	}
-	return nil
-}
-
 // cycleOutcome classifies one dry-run cycle: nil when it produced a
 // recommendation that passed its guards (or one equal to the current
 // setting), exit 1 when it could not run or could not edit the target or
@@ -425,7 +306,7 @@ func cycleOutcome(r *tuner.Report) error {
 	case r.Hold != nil && r.Hold.Reason == tuner.HoldTargetError:
 		return asFailure(fmt.Errorf("%s: cannot edit this target: %s", r.Target, r.Hold.Detail))
 	}
-	if pf := promFailure(r.Estimates); pf != nil {
+	if pf := r.Estimates.QueryFailure(); pf != nil {
 		return asFailure(fmt.Errorf("%s: Prometheus could not be queried (%s): %s", r.Target, pf.Code, pf.Detail))
 	}
 	if r.Result == tuner.ResultHeld && (r.Recommendation == nil || len(r.NewConfig) > 0) {

@@ -144,8 +144,8 @@ func TestPatchFileRefusesAnotherConfigsNumbers(t *testing.T) {
 			}
 			var out bytes.Buffer
 			err := writePatches(&out, io.Discard, []*tuner.Report{rep}, path, cfg)
-			if err == nil || !errors.Is(err, errPatchBase) {
-				t.Fatalf("writePatches = %v, want a refusal wrapping errPatchBase; output:\n%s", err, out.String())
+			if err == nil || !errors.Is(err, eppconfig.ErrOtherBase) {
+				t.Fatalf("writePatches = %v, want a refusal wrapping eppconfig.ErrOtherBase; output:\n%s", err, out.String())
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)

@@ -79,33 +79,10 @@ func runShadow(a *app, o *shadowOpts) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	current := params.Settings(prof.MissingSignal)
 	report := shadow.SettingsReport{Source: o.eppConfig, Plugin: inst.Plugin.Name, Target: o.target, Profile: prof.Name, Semantics: prof.MissingSignal.String()}
-	secondsAt := o.ppt
-	switch params.PPTSource() {
-	case gate.PPTCalibrated:
-		if o.ppt > 0 {
-			current.PeakPrefillThroughput = o.ppt
-			report.PPTSource = "calibrated+flag"
-		} else if current.ReadsThroughput() {
-			return usageErr("%s: plugin %q: peakPrefillThroughput comes from calibration file %q and its value is not in the config; pass --ppt with the calibrated value",
-				o.eppConfig, inst.Plugin.Name, params.PrefillCalibrationFile)
-		}
-	case gate.PPTExplicit:
-		report.PPTSource = "config"
-	default:
-		report.PPTSource = "default"
-	}
-	if o.ppt > 0 && params.PPTSource() != gate.PPTCalibrated {
-		report.PPTSource = "flag"
-	}
-	if secondsAt == 0 && params.PPTSource() != gate.PPTCalibrated {
-		secondsAt = current.PeakPrefillThroughput
-	}
-	if secondsAt > 0 {
-		report.SecondsAt = &secondsAt
-	} else {
-		report.PPTSource = ""
+	current, secondsAt, err := o.currentSettings(inst, params, prof, &report)
+	if err != nil {
+		return err
 	}
 	sweep, err := shadow.ParseSweep(o.sweep)
 	if err != nil {
@@ -117,46 +94,15 @@ func runShadow(a *app, o *shadowOpts) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	in := a.stdin
-	if o.records != "-" {
-		fh, err := os.Open(o.records)
-		if err != nil {
-			return usageErr("--records: %v", err)
-		}
-		defer fh.Close()
-		in = fh // gzip is detected by its magic bytes (records.NewReader)
-	}
-	var out *atomicFile
-	if o.decisionsOut != "" {
-		if out, err = createAtomic(o.decisionsOut); err != nil {
-			return usageErr("--decisions-out: %v", err)
-		}
-		defer out.Abort()
-	}
-
 	settings := []gate.Settings{current}
 	for _, c := range candidates {
 		settings = append(settings, c.Settings)
 	}
 	acc := shadow.NewAccumulator(settings, secondsAt)
-	rd := records.NewReader(in, records.Options{Strict: o.strict, Target: o.target, Plugin: o.plugin})
-	var w io.Writer
-	if out != nil {
-		w = out
+	rd, err := o.replay(a, acc)
+	if err != nil {
+		return err
 	}
-	if err := shadow.Replay(rd, acc, w); err != nil {
-		var le *records.LineError
-		if errors.As(err, &le) {
-			return &exitError{code: 1, err: fmt.Errorf("%s: %w (--strict)", o.records, le)}
-		}
-		return &exitError{code: 1, err: fmt.Errorf("%s: %w", o.records, err)}
-	}
-	if out != nil {
-		if err := out.Commit(); err != nil {
-			return &exitError{code: 1, err: fmt.Errorf("--decisions-out: %w", err)}
-		}
-	}
-
 	st := rd.Stats()
 	sum := shadow.Summary{Records: shadow.RecordStats{Read: st.Read, Bad: st.Bad, Skipped: st.Skipped}, Settings: report}
 	sum.Settings.SettingsBrief = shadow.Brief(current)
@@ -183,6 +129,80 @@ func runShadow(a *app, o *shadowOpts) error {
 		return nothingErr("%s: no usable record: %d bad lines, %d skipped by --target/--plugin", name, st.Bad, st.Skipped)
 	}
 	return nil
+}
+
+// currentSettings are the instance's settings with --ppt standing in for
+// a calibrated throughput, and the throughput excess cost is expressed in
+// seconds at (0: none); report says where the throughput comes from.
+func (o *shadowOpts) currentSettings(inst eppconfig.Instance, params gate.Params, prof gate.Profile, report *shadow.SettingsReport) (gate.Settings, float64, error) {
+	current := params.Settings(prof.MissingSignal)
+	secondsAt := o.ppt
+	switch params.PPTSource() {
+	case gate.PPTCalibrated:
+		if o.ppt > 0 {
+			current.PeakPrefillThroughput = o.ppt
+			report.PPTSource = "calibrated+flag"
+		} else if current.ReadsThroughput() {
+			return current, 0, usageErr("%s: plugin %q: peakPrefillThroughput comes from calibration file %q and its value is not in the config; pass --ppt with the calibrated value",
+				o.eppConfig, inst.Plugin.Name, params.PrefillCalibrationFile)
+		}
+	case gate.PPTExplicit:
+		report.PPTSource = "config"
+	default:
+		report.PPTSource = "default"
+	}
+	if o.ppt > 0 && params.PPTSource() != gate.PPTCalibrated {
+		report.PPTSource = "flag"
+	}
+	if secondsAt == 0 && params.PPTSource() != gate.PPTCalibrated {
+		secondsAt = current.PeakPrefillThroughput
+	}
+	if secondsAt > 0 {
+		report.SecondsAt = &secondsAt
+	} else {
+		report.PPTSource = ""
+	}
+	return current, secondsAt, nil
+}
+
+// replay reads the records (--records, - for stdin) into acc, writing each
+// decision to --decisions-out when given (atomically: all or nothing).
+func (o *shadowOpts) replay(a *app, acc *shadow.Accumulator) (*records.Reader, error) {
+	in := a.stdin
+	if o.records != "-" {
+		fh, err := os.Open(o.records)
+		if err != nil {
+			return nil, usageErr("--records: %v", err)
+		}
+		defer fh.Close()
+		in = fh // gzip is detected by its magic bytes (records.NewReader)
+	}
+	var out *atomicFile
+	if o.decisionsOut != "" {
+		var err error
+		if out, err = createAtomic(o.decisionsOut); err != nil {
+			return nil, usageErr("--decisions-out: %v", err)
+		}
+		defer out.Abort()
+	}
+	rd := records.NewReader(in, records.Options{Strict: o.strict, Target: o.target, Plugin: o.plugin})
+	var w io.Writer
+	if out != nil {
+		w = out
+	}
+	if err := shadow.Replay(rd, acc, w); err != nil {
+		var le *records.LineError
+		if errors.As(err, &le) {
+			return nil, &exitError{code: 1, err: fmt.Errorf("%s: %w (--strict)", o.records, le)}
+		}
+		return nil, &exitError{code: 1, err: fmt.Errorf("%s: %w", o.records, err)}
+	}
+	if out != nil {
+		if err := out.Commit(); err != nil {
+			return nil, &exitError{code: 1, err: fmt.Errorf("--decisions-out: %w", err)}
+		}
+	}
+	return rd, nil
 }
 
 // loadFilter reads an EPP config file and returns the selected filter

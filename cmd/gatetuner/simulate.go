@@ -87,64 +87,16 @@ scenario) keeps its own rate: --trace-scale or --trace-utilization set it.`,
 }
 
 func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
-	o.scenario = o.trace.scenario(o.scenario)
-	if o.scenario == "" {
-		return usageErr("--scenario is required (%s, or a YAML file)", strings.Join(fleetsim.ScenarioNames(), ", "))
-	}
-	sc, err := o.trace.load(o.scenario)
+	sc, prof, plugin, err := o.load()
 	if err != nil {
-		return asUsage(err)
-	}
-	if o.exporters != "" {
-		x, err := fleetsim.ParseExportShape(o.exporters)
-		if err != nil {
-			return usageErr("--exporters: %v", err)
-		}
-		sc.Exporters = &x
-	}
-	prof := sc.EPP.Profile
-	if o.profile != "" {
-		if prof, err = gate.LookupProfile(o.profile); err != nil {
-			return asUsage(err)
-		}
-	}
-	for _, ph := range []struct{ flag, name string }{{"--first", o.first}, {"--last", o.last}} {
-		if ph.name == "" {
-			continue
-		}
-		if _, err := sc.PhaseIndex(ph.name); err != nil {
-			return usageErr("%s: %v", ph.flag, err)
-		}
-	}
-	plugin := o.plugin
-	if plugin == "" && o.eppConfig != "" {
-		plugin = sc.EPP.Plugin
-		// As --help says: the scenario's plugin, else the config's only instance.
-		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
-			plugin = ""
-		}
-	}
-	if o.eppConfig != "" {
-		// The same reader as every other command: one file:line per error.
-		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
-			return asUsage(err)
-		}
+		return err
 	}
 	if o.live {
 		return runSimulateLive(ctx, a, o, sc, prof, plugin)
 	}
-	opt := fleetsim.Options{Seed: o.seed, First: o.first, Last: o.last, MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: o.legacy}}
-	if o.baseTime != "" {
-		if opt.BaseTime, err = time.Parse(time.RFC3339, o.baseTime); err != nil {
-			return usageErr("--base-time: %v", err)
-		}
-	}
-	if o.eppConfig != "" {
-		s, err := (fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings()
-		if err != nil {
-			return asUsage(err)
-		}
-		opt.SettingsFor = func(int) gate.Settings { return s }
+	opt, err := o.batchOptions(prof, plugin)
+	if err != nil {
+		return err
 	}
 	var files []*atomicFile
 	open := func(path string) (io.Writer, error) {
@@ -179,26 +131,102 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 			return err
 		}
 	}
-	switch o.truth {
-	case "-":
+	if o.truth == "-" {
 		return tr.WriteJSON(a.stdout)
-	case "":
-	default:
-		f, err := createAtomic(o.truth)
-		if err != nil {
-			return usageErr("--truth: %v", err)
-		}
-		defer f.Abort()
-		if err := tr.WriteJSON(f); err != nil {
-			return err
-		}
-		if err := f.Commit(); err != nil {
-			return err
-		}
+	}
+	if err := o.writeTruth(tr); err != nil {
+		return err
 	}
 	writeTruthText(a.stdout, sc, tr)
 	writeTraceText(a.stdout, tr)
 	return nil
+}
+
+// load loads the scenario with the --exporters shape, the profile, and the
+// filter instance of --epp-config (checked as every other command reads it).
+func (o *simulateOpts) load() (*fleetsim.Scenario, gate.Profile, string, error) {
+	o.scenario = o.trace.scenario(o.scenario)
+	if o.scenario == "" {
+		return nil, gate.Profile{}, "", usageErr("--scenario is required (%s, or a YAML file)", strings.Join(fleetsim.ScenarioNames(), ", "))
+	}
+	sc, err := o.trace.load(o.scenario)
+	if err != nil {
+		return nil, gate.Profile{}, "", asUsage(err)
+	}
+	if o.exporters != "" {
+		x, err := fleetsim.ParseExportShape(o.exporters)
+		if err != nil {
+			return nil, gate.Profile{}, "", usageErr("--exporters: %v", err)
+		}
+		sc.Exporters = &x
+	}
+	prof := sc.EPP.Profile
+	if o.profile != "" {
+		if prof, err = gate.LookupProfile(o.profile); err != nil {
+			return nil, gate.Profile{}, "", asUsage(err)
+		}
+	}
+	for _, ph := range []struct{ flag, name string }{{"--first", o.first}, {"--last", o.last}} {
+		if ph.name == "" {
+			continue
+		}
+		if _, err := sc.PhaseIndex(ph.name); err != nil {
+			return nil, gate.Profile{}, "", usageErr("%s: %v", ph.flag, err)
+		}
+	}
+	if o.eppConfig == "" {
+		return sc, prof, o.plugin, nil
+	}
+	plugin := o.plugin
+	if plugin == "" {
+		plugin = sc.EPP.Plugin
+		// As --help says: the scenario's plugin, else the config's only instance.
+		if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
+			plugin = ""
+		}
+	}
+	// The same reader as every other command: one file:line per error.
+	if _, _, err := loadFilter(o.eppConfig, plugin, "", prof); err != nil {
+		return nil, gate.Profile{}, "", asUsage(err)
+	}
+	return sc, prof, plugin, nil
+}
+
+// batchOptions are the batch run's options: seed, measured phases, base
+// time, the legacy vLLM names, and --epp-config's settings.
+func (o *simulateOpts) batchOptions(prof gate.Profile, plugin string) (fleetsim.Options, error) {
+	opt := fleetsim.Options{Seed: o.seed, First: o.first, Last: o.last, MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: o.legacy}}
+	if o.baseTime != "" {
+		t, err := time.Parse(time.RFC3339, o.baseTime)
+		if err != nil {
+			return opt, usageErr("--base-time: %v", err)
+		}
+		opt.BaseTime = t
+	}
+	if o.eppConfig != "" {
+		s, err := (fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings()
+		if err != nil {
+			return opt, asUsage(err)
+		}
+		opt.SettingsFor = func(int) gate.Settings { return s }
+	}
+	return opt, nil
+}
+
+// writeTruth writes the ground truth JSON to --truth (atomically), when given.
+func (o *simulateOpts) writeTruth(tr *fleetsim.Truth) error {
+	if o.truth == "" {
+		return nil
+	}
+	f, err := createAtomic(o.truth)
+	if err != nil {
+		return usageErr("--truth: %v", err)
+	}
+	defer f.Abort()
+	if err := tr.WriteJSON(f); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 func writeTruthText(w io.Writer, sc *fleetsim.Scenario, tr *fleetsim.Truth) {

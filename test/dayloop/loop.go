@@ -49,7 +49,8 @@ type Options struct {
 	RestartAfter time.Duration
 	// Dir is the work folder (the EPP config, the TSDB, the records).
 	Dir string
-	// Policy is the target's policy (nil: Policy(Scenario)).
+	// Policy is the target's policy (nil: simenv.Policy(Scenario,
+	// simenv.LoopPolicy())).
 	Policy *config.Policy
 	// Logger receives the daemon's lines (nil: discarded).
 	Logger *slog.Logger
@@ -178,15 +179,12 @@ func (l *Loop) build(ctx context.Context) error {
 		return err
 	}
 	l.closers = append(l.closers, func() { _ = l.emb.Close() })
-	l.pol = Policy(sc)
+	l.pol = simenv.Policy(sc, simenv.LoopPolicy())
 	if opt.Policy != nil {
 		l.pol = *opt.Policy
 	}
 	l.pol.DecisionSource = opt.Source
-	et := simenv.EstimatorTarget(sc)
-	t := config.Target{Name: sc.Target, File: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile.Name,
-		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
-		Selector:            config.Selector{VLLM: et.VLLMSelector, EPP: et.EPPSelector}, Policy: l.pol}
+	t := simenv.ConfigTarget(sc, config.Target{File: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile.Name}, l.pol)
 	if opt.Source == config.SourceRecords {
 		t.Records = config.Records{File: recPath}
 	}
@@ -202,56 +200,6 @@ func (l *Loop) build(ctx context.Context) error {
 	l.closers = append(l.closers, func() { l.d.Close() })
 	l.tg = l.d.Targets()[0]
 	return nil
-}
-
-// SimRestartWarmup is the restart warm-up of the simulated EPP: restarts
-// 10 minutes into prompt-shift's phases lose the prefix-cache hits of 2.1–7.4 s
-// (median 4.4 s) of the cached-token rate on all but one endpoint in N — the
-// backlog the restart-cost formula prices with this warm-up
-// (TestHarnessRestartWarmupIsTheSimulatorsOwn measures it; docs/tuner.md).
-// It is short because the simulated sessions come back within seconds at
-// the compressed day's rates; 1 minute, the daemon's default, is for real
-// pools, and neither scaling that default with the compressed day nor
-// leaving it would be a measurement.
-const SimRestartWarmup = 5 * time.Second
-
-// Policy is the daemon policy of a closed loop over sc: configmap mode; the
-// daily cycle is one simulated day (dayLength = the day's duration,
-// windowWidth = its phase length when the phases are equal, else a twelfth
-// of the day, history = one day); the day-long guards (cooldown, the daily
-// budget's window) scaled to the simulated day; the apply window and the
-// budget are the defaults (auto, one a day). The restart warm-up is the
-// simulated EPP's own, measured (SimRestartWarmup), not a scaled default.
-func Policy(sc *fleetsim.Scenario) config.Policy {
-	p := config.DefaultPolicy()
-	p.Mode = config.ModeConfigMap
-	p.Lookback = 15 * time.Minute
-	day := sc.DayDuration()
-	scale := float64(day) / float64(24*time.Hour)
-	p.Cooldown = time.Duration(float64(p.Cooldown) * scale)
-	p.BudgetWindow = day
-	p.RestartWarmup = SimRestartWarmup
-	p.DayLength, p.History = day, day
-	p.WindowWidth = windowOf(sc)
-	bs := sc.EPP.PrefixIndex.BlockSizeTokens
-	p.BlockSizeTokens = &bs
-	return p
-}
-
-// windowOf is the phase length when one day's phases are equal and divide
-// the day, else a twelfth of the day.
-func windowOf(sc *fleetsim.Scenario) time.Duration {
-	n := sc.DayPhases
-	if n <= 0 {
-		n = len(sc.Phases)
-	}
-	w := sc.Phases[0].Duration
-	for i := range n {
-		if sc.Phases[i].Duration != w {
-			return sc.DayDuration() / 12
-		}
-	}
-	return w
 }
 
 // Path is the EPP config file the daemon edits.

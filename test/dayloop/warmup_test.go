@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/simenv"
 )
 
 // restartLoss is what one EPP restart cost in the phase it happened in.
@@ -116,7 +117,7 @@ func TestHarnessRestartWarmupIsTheSimulatorsOwn(t *testing.T) {
 	}
 	sort.Float64s(ws)
 	median := (ws[len(ws)/2-1] + ws[len(ws)/2]) / 2
-	got := Policy(sc).RestartWarmup.Seconds()
+	got := simenv.Policy(sc, simenv.LoopPolicy()).RestartWarmup.Seconds()
 	t.Logf("restarts 10 min into each phase:\n%s\nmedian warm-up %.1f s; the harness's restartWarmup %.1f s", strings.Join(rows, "\n"), median, got)
 	if median <= 0 || got < median/2 || got > median*2 || math.IsNaN(median) {
 		t.Errorf("the harness prices restarts with a %.1f s warm-up; the simulated EPP's measured warm-up is %.1f s (median of %v)", got, median, ws)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -19,15 +20,31 @@ import (
 	"github.com/gatetuner/gatetuner/test/fleetsim"
 )
 
-// EstimatorTarget returns the estimator's selection of a scenario's series.
+// EstimatorTarget returns the estimator's selection of a scenario's series:
+// its vLLM pods (VLLMPods), its EPP pod, its engines' limits, and a P/D
+// pool's gate profile (the export shape's pdGateProfile).
 func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
-	return estimator.Target{
+	t := estimator.Target{
 		Name:                sc.Target,
-		VLLMSelector:        fmt.Sprintf(`namespace=%q,pod=~%q`, sc.Namespace, sc.Pods.NamePrefix+"-[0-9]+"),
+		VLLMSelector:        fmt.Sprintf(`namespace=%q,pod=~%q`, sc.Namespace, VLLMPods(sc)),
 		EPPSelector:         fmt.Sprintf(`namespace=%q,pod=%q`, sc.Namespace, sc.EPP.Pod),
 		MaxNumBatchedTokens: sc.Pods.Engine.MaxNumBatchedTokens,
 		MaxNumSeqs:          sc.Pods.Engine.MaxNumSeqs,
 	}
+	if x := sc.Exporters; x != nil && x.PrefillPods > 0 {
+		t.PDGateProfile = x.PDGateProfile
+	}
+	return t
+}
+
+// VLLMPods is the regular expression of a scenario's vLLM pod names: its
+// pods, and in a P/D pool (the export shape's prefillPods) its decode and
+// prefill pods.
+func VLLMPods(sc *fleetsim.Scenario) string {
+	if x := sc.Exporters; x != nil && x.PrefillPods > 0 {
+		return "(" + regexp.QuoteMeta(sc.Pods.NamePrefix) + "|" + regexp.QuoteMeta(sc.PrefillNamePrefix()) + ")-[0-9]+"
+	}
+	return sc.Pods.NamePrefix + "-[0-9]+"
 }
 
 // Fill runs the simulator with opt (its Metrics output replaced) and ingests

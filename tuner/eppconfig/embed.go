@@ -72,45 +72,15 @@ func (f *File) scanObject(s *scope, node *yaml.Node, path []any) error {
 		return nil
 	}
 	kind, api := scalarValue(node, "kind"), scalarValue(node, "apiVersion")
-	form := func(name string) *scope {
-		c := *s
-		if c.form != "" {
-			c.form = name + " in a " + c.form
-		} else {
-			c.form = name
-		}
-		return &c
-	}
 	switch {
 	case kind == "ConfigMap" && api == "v1":
-		var name, ns string
-		if md := resolve(mapValue(node, "metadata")); md != nil && md.Kind == yaml.MappingNode {
-			name, ns = scalarValue(md, "name"), scalarValue(md, "namespace")
-		}
-		data := resolve(mapValue(node, "data"))
-		if data == nil || data.Kind != yaml.MappingNode {
-			return nil
-		}
-		cs := form("ConfigMap")
-		for i := 0; i+1 < len(data.Content); i += 2 {
-			k, v := data.Content[i], data.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				continue
-			}
-			c, err := f.embedded(cs, k, v, extend(path, "data", k.Value))
-			if err != nil {
-				return err
-			}
-			if c != nil {
-				c.ConfigMapName, c.ConfigMapNamespace = name, ns
-			}
-		}
+		return f.scanConfigMap(s.within("ConfigMap"), node, path)
 	case kind == "List" && api == "v1":
 		items := resolve(mapValue(node, "items"))
 		if items == nil || items.Kind != yaml.SequenceNode {
 			return nil
 		}
-		ls := form("List")
+		ls := s.within("List")
 		ls.form = "List"
 		for i, it := range items.Content {
 			if err := f.scanObject(ls, it, extend(path, "items", i)); err != nil {
@@ -119,22 +89,65 @@ func (f *File) scanObject(s *scope, node *yaml.Node, path []any) error {
 		}
 	case kind == "HelmRelease" && strings.HasPrefix(api, "helm.toolkit.fluxcd.io/"):
 		spec := resolve(mapValue(node, "spec"))
-		return f.scanValues(form("HelmRelease"), resolve(mapValue(spec, "values")), extend(path, "spec", "values"))
+		return f.scanValues(s.within("HelmRelease"), resolve(mapValue(spec, "values")), extend(path, "spec", "values"))
 	case kind == "Application" && strings.HasPrefix(api, "argoproj.io/"):
-		spec := resolve(mapValue(node, "spec"))
-		as := form("Application")
-		if err := f.scanArgoSource(as, resolve(mapValue(spec, "source")), extend(path, "spec", "source")); err != nil {
+		return f.scanApplication(s.within("Application"), node, path)
+	case kind == "" && len(path) == 0 && s.docs == nil:
+		return f.scanValues(s.within("Helm values"), node, nil)
+	}
+	return nil
+}
+
+// within is a copy of s for an object of form name inside s's form.
+func (s *scope) within(name string) *scope {
+	c := *s
+	if c.form != "" {
+		c.form = name + " in a " + c.form
+	} else {
+		c.form = name
+	}
+	return &c
+}
+
+// scanConfigMap finds configs in a ConfigMap's data keys.
+func (f *File) scanConfigMap(cs *scope, node *yaml.Node, path []any) error {
+	var name, ns string
+	if md := resolve(mapValue(node, "metadata")); md != nil && md.Kind == yaml.MappingNode {
+		name, ns = scalarValue(md, "name"), scalarValue(md, "namespace")
+	}
+	data := resolve(mapValue(node, "data"))
+	if data == nil || data.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(data.Content); i += 2 {
+		k, v := data.Content[i], data.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
+		c, err := f.embedded(cs, k, v, extend(path, "data", k.Value))
+		if err != nil {
 			return err
 		}
-		if srcs := resolve(mapValue(spec, "sources")); srcs != nil && srcs.Kind == yaml.SequenceNode {
-			for i, src := range srcs.Content {
-				if err := f.scanArgoSource(as, resolve(src), extend(path, "spec", "sources", i)); err != nil {
-					return err
-				}
+		if c != nil {
+			c.ConfigMapName, c.ConfigMapNamespace = name, ns
+		}
+	}
+	return nil
+}
+
+// scanApplication finds configs in an Argo CD Application's source and
+// sources.
+func (f *File) scanApplication(as *scope, node *yaml.Node, path []any) error {
+	spec := resolve(mapValue(node, "spec"))
+	if err := f.scanArgoSource(as, resolve(mapValue(spec, "source")), extend(path, "spec", "source")); err != nil {
+		return err
+	}
+	if srcs := resolve(mapValue(spec, "sources")); srcs != nil && srcs.Kind == yaml.SequenceNode {
+		for i, src := range srcs.Content {
+			if err := f.scanArgoSource(as, resolve(src), extend(path, "spec", "sources", i)); err != nil {
+				return err
 			}
 		}
-	case kind == "" && len(path) == 0 && s.docs == nil:
-		return f.scanValues(form("Helm values"), node, nil)
 	}
 	return nil
 }

@@ -52,79 +52,109 @@ func decodeDoubleQuoted(text []byte, open int) (string, *quotedMap, error) {
 	if byteAt(text, open) != '"' {
 		return "", nil, errors.New("no opening quote")
 	}
-	q := &quotedMap{}
-	var out []byte
-	add := func(s0, s1 int, b []byte, literal bool) {
-		d0 := len(out)
-		out = append(out, b...)
-		if n := len(q.pieces); literal && n > 0 {
-			if p := &q.pieces[n-1]; p.literal && p.s1 == s0 && p.d1 == d0 {
-				p.s1, p.d1 = s1, len(out)
-				return
-			}
-		}
-		q.pieces = append(q.pieces, dqPiece{d0: d0, d1: len(out), s0: s0, s1: s1, literal: literal})
-	}
-	i := open + 1
+	d := &dqDecoder{text: text, q: &quotedMap{}, i: open + 1}
 	for {
-		foldStart, leadingBlanks := -1, false
-		for i < len(text) && !isBlank(text[i]) && breakLen(text, i) == 0 && text[i] != 0 && text[i] != '"' {
-			if text[i] != '\\' {
-				_, w := utf8.DecodeRune(text[i:])
-				add(i, i+w, text[i:i+w], true)
-				i += w
-				continue
-			}
-			if n := breakLen(text, i+1); i+1 < len(text) && n > 0 { // an escaped line break
-				foldStart, leadingBlanks = i, true
-				i += 1 + n
-				break
-			}
-			b, n, err := decodeEscape(text, i)
-			if err != nil {
-				return "", nil, err
-			}
-			add(i, i+n, b, false)
-			i += n
+		foldStart, leadingBlanks, err := d.run()
+		if err != nil {
+			return "", nil, err
 		}
+		i := d.i
 		if i >= len(text) || text[i] == 0 {
 			return "", nil, errNoCloseQuote
 		}
 		if text[i] == '"' {
-			q.close, q.size = i, len(out)
-			return string(out), q, nil
+			d.q.close, d.q.size = i, len(d.out)
+			return string(d.out), d.q, nil
 		}
 		if !leadingBlanks {
 			foldStart = i
 		}
-		var leadingBreak, trailingBreaks []byte
-		for i < len(text) && (isBlank(text[i]) || breakLen(text, i) > 0) {
-			if isBlank(text[i]) {
-				i++
-				continue
-			}
-			n := breakLen(text, i)
-			br := []byte{'\n'}
-			if n == 3 { // LS and PS are kept as they are
-				br = text[i : i+3]
-			}
-			if !leadingBlanks {
-				leadingBreak, leadingBlanks = br, true
-			} else {
-				trailingBreaks = append(trailingBreaks, br...)
-			}
-			i += n
+		d.fold(foldStart, leadingBlanks)
+	}
+}
+
+// dqDecoder is the state of decodeDoubleQuoted: the text, the position i,
+// the decoded output and where its pieces come from.
+type dqDecoder struct {
+	text []byte
+	q    *quotedMap
+	out  []byte
+	i    int
+}
+
+// add appends b, decoded from text[s0:s1], merging a literal piece with the
+// literal piece it continues.
+func (d *dqDecoder) add(s0, s1 int, b []byte, literal bool) {
+	d0 := len(d.out)
+	d.out = append(d.out, b...)
+	if n := len(d.q.pieces); literal && n > 0 {
+		if p := &d.q.pieces[n-1]; p.literal && p.s1 == s0 && p.d1 == d0 {
+			p.s1, p.d1 = s1, len(d.out)
+			return
 		}
-		switch {
-		case !leadingBlanks: // blanks between words, kept as written
-			add(foldStart, i, text[foldStart:i], true)
-		case len(leadingBreak) > 0 && leadingBreak[0] == '\n' && len(trailingBreaks) == 0:
-			add(foldStart, i, []byte{' '}, false)
-		case len(leadingBreak) > 0 && leadingBreak[0] == '\n':
-			add(foldStart, i, trailingBreaks, false)
-		default:
-			add(foldStart, i, append(append([]byte(nil), leadingBreak...), trailingBreaks...), false)
+	}
+	d.q.pieces = append(d.q.pieces, dqPiece{d0: d0, d1: len(d.out), s0: s0, s1: s1, literal: literal})
+}
+
+// run decodes up to a blank, a line break, the closing quote or an escaped
+// line break; after an escaped line break it returns where the fold starts
+// and leadingBlanks set.
+func (d *dqDecoder) run() (foldStart int, leadingBlanks bool, err error) {
+	text := d.text
+	for d.i < len(text) && !isBlank(text[d.i]) && breakLen(text, d.i) == 0 && text[d.i] != 0 && text[d.i] != '"' {
+		i := d.i
+		if text[i] != '\\' {
+			_, w := utf8.DecodeRune(text[i:])
+			d.add(i, i+w, text[i:i+w], true)
+			d.i += w
+			continue
 		}
+		if n := breakLen(text, i+1); i+1 < len(text) && n > 0 { // an escaped line break
+			d.i += 1 + n
+			return i, true, nil
+		}
+		b, n, err := decodeEscape(text, i)
+		if err != nil {
+			return 0, false, err
+		}
+		d.add(i, i+n, b, false)
+		d.i += n
+	}
+	return -1, false, nil
+}
+
+// fold decodes the blanks and line breaks from d.i as YAML folds them in a
+// double-quoted scalar: the piece starts at foldStart.
+func (d *dqDecoder) fold(foldStart int, leadingBlanks bool) {
+	text := d.text
+	var leadingBreak, trailingBreaks []byte
+	for d.i < len(text) && (isBlank(text[d.i]) || breakLen(text, d.i) > 0) {
+		if isBlank(text[d.i]) {
+			d.i++
+			continue
+		}
+		n := breakLen(text, d.i)
+		br := []byte{'\n'}
+		if n == 3 { // LS and PS are kept as they are
+			br = text[d.i : d.i+3]
+		}
+		if !leadingBlanks {
+			leadingBreak, leadingBlanks = br, true
+		} else {
+			trailingBreaks = append(trailingBreaks, br...)
+		}
+		d.i += n
+	}
+	i := d.i
+	switch {
+	case !leadingBlanks: // blanks between words, kept as written
+		d.add(foldStart, i, text[foldStart:i], true)
+	case len(leadingBreak) > 0 && leadingBreak[0] == '\n' && len(trailingBreaks) == 0:
+		d.add(foldStart, i, []byte{' '}, false)
+	case len(leadingBreak) > 0 && leadingBreak[0] == '\n':
+		d.add(foldStart, i, trailingBreaks, false)
+	default:
+		d.add(foldStart, i, append(append([]byte(nil), leadingBreak...), trailingBreaks...), false)
 	}
 }
 

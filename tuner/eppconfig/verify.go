@@ -76,30 +76,45 @@ func (c *cnode) describe() string {
 
 // diffCanon returns where two trees first differ ("" when equal).
 func diffCanon(a, b *cnode, path string) string {
-	at := func() string {
-		if path == "" {
-			return "the document root"
-		}
-		return path
+	at := path
+	if at == "" {
+		at = "the document root"
 	}
 	if a.kind == yaml.ScalarNode && b.kind == yaml.ScalarNode && a.tag == b.tag && a.anchor == b.anchor &&
 		a.value != b.value && (strings.Contains(a.value, "\n") || strings.Contains(b.value, "\n")) {
-		la, lb := strings.Split(a.value, "\n"), strings.Split(b.value, "\n")
-		i := 0
-		for i < len(la) && i < len(lb) && la[i] == lb[i] {
-			i++
-		}
-		line := func(ls []string) string {
-			if i < len(ls) {
-				return strconv.Quote(ls[i])
-			}
-			return "nothing"
-		}
-		return fmt.Sprintf("%s (line %d of the value): %s became %s", at(), i+1, line(la), line(lb))
+		return diffValueLines(a.value, b.value, at)
 	}
 	if a.kind != b.kind || a.tag != b.tag || a.value != b.value || a.anchor != b.anchor {
-		return fmt.Sprintf("%s: %s became %s", at(), a.describe(), b.describe())
+		return fmt.Sprintf("%s: %s became %s", at, a.describe(), b.describe())
 	}
+	if d := diffKids(a, b, path); d != "" {
+		return d
+	}
+	if len(a.kids) != len(b.kids) {
+		return fmt.Sprintf("%s: %s became %s", at, a.describe(), b.describe())
+	}
+	return ""
+}
+
+// diffValueLines says where two multi-line scalar values at path first differ.
+func diffValueLines(a, b, at string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	i := 0
+	for i < len(la) && i < len(lb) && la[i] == lb[i] {
+		i++
+	}
+	line := func(ls []string) string {
+		if i < len(ls) {
+			return strconv.Quote(ls[i])
+		}
+		return "nothing"
+	}
+	return fmt.Sprintf("%s (line %d of the value): %s became %s", at, i+1, line(la), line(lb))
+}
+
+// diffKids returns where the children two nodes of one kind have in common
+// first differ ("" when they do not).
+func diffKids(a, b *cnode, path string) string {
 	switch a.kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(a.kids) && i+1 < len(b.kids); i += 2 {
@@ -126,9 +141,6 @@ func diffCanon(a, b *cnode, path string) string {
 				return d
 			}
 		}
-	}
-	if len(a.kids) != len(b.kids) {
-		return fmt.Sprintf("%s: %s became %s", at(), a.describe(), b.describe())
 	}
 	return ""
 }
@@ -242,116 +254,172 @@ func (e *expectation) applyJSON(root any) error {
 // expectations say, both in the YAML content of every document and in the
 // EPP's view of every edited config.
 func (f *File) verify(g *File, exps []*expectation) error {
-	refuse := func(format string, a ...any) error {
-		return &Error{Source: f.source, Err: errorf(ErrUnintended, "edit refused: the result differs beyond the intended change: "+format, a...)}
-	}
+	v := &verification{f: f, g: g, byCfg: map[*Config][]*expectation{}}
 	if len(f.docs) != len(g.docs) {
-		return refuse("the stream has %d YAML documents instead of %d", len(g.docs), len(f.docs))
+		return v.refuse("the stream has %d YAML documents instead of %d", len(g.docs), len(f.docs))
 	}
-	byCfg := map[*Config][]*expectation{}
-	var cfgs []*Config
 	for _, e := range exps {
-		if byCfg[e.cfg] == nil {
-			cfgs = append(cfgs, e.cfg)
+		if v.byCfg[e.cfg] == nil {
+			v.cfgs = append(v.cfgs, e.cfg)
 		}
-		byCfg[e.cfg] = append(byCfg[e.cfg], e)
+		v.byCfg[e.cfg] = append(v.byCfg[e.cfg], e)
 	}
-	sort.SliceStable(cfgs, func(i, j int) bool { return cfgs[i].Document < cfgs[j].Document })
-	// masks returns, for an enclosing text, the paths of the edited configs' scalars in it.
-	masks := func(id string, depth int) [][]any {
-		var out [][]any
-		for _, c := range cfgs {
-			if len(c.levels) > depth && c.levels[depth].id == id {
-				out = append(out, c.levels[depth].path)
-			}
-		}
-		return out
-	}
+	sort.SliceStable(v.cfgs, func(i, j int) bool { return v.cfgs[i].Document < v.cfgs[j].Document })
 	for i := range f.docs {
-		a, b := canon(f.docs[i]), canon(g.docs[i])
-		for _, c := range cfgs {
-			if c.Document != i || len(c.levels) > 0 {
-				continue
+		if err := v.document(i); err != nil {
+			return err
+		}
+	}
+	for _, c := range v.cfgs {
+		if err := v.config(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verification is one run of verify: the original and edited files and the
+// expectations by edited config (cfgs in document order).
+type verification struct {
+	f, g  *File
+	byCfg map[*Config][]*expectation
+	cfgs  []*Config
+}
+
+// refuse is verify's refusal: the edit changed more than it intended.
+func (v *verification) refuse(format string, a ...any) error {
+	return &Error{Source: v.f.source, Err: errorf(ErrUnintended, "edit refused: the result differs beyond the intended change: "+format, a...)}
+}
+
+// masks returns, for an enclosing text, the paths of the edited configs' scalars in it.
+func (v *verification) masks(id string, depth int) [][]any {
+	var out [][]any
+	for _, c := range v.cfgs {
+		if len(c.levels) > depth && c.levels[depth].id == id {
+			out = append(out, c.levels[depth].path)
+		}
+	}
+	return out
+}
+
+// document checks that document i differs only by the expected changes of
+// the configs it holds directly, and the scalars that hold edited configs.
+func (v *verification) document(i int) error {
+	a, b := canon(v.f.docs[i]), canon(v.g.docs[i])
+	for _, c := range v.cfgs {
+		if c.Document != i || len(c.levels) > 0 {
+			continue
+		}
+		for _, e := range v.byCfg[c] {
+			if err := e.applyCanon(a.kids[0]); err != nil {
+				return v.refuse("document %d: %v", i+1, err)
 			}
-			for _, e := range byCfg[c] {
-				if err := e.applyCanon(a.kids[0]); err != nil {
-					return refuse("document %d: %v", i+1, err)
+		}
+	}
+	for _, p := range v.masks(strconv.Itoa(i), 0) {
+		maskPath(a, p)
+		maskPath(b, p)
+	}
+	if d := diffCanon(a, b, ""); d != "" {
+		return v.refuse("document %d: %s", i+1, d)
+	}
+	return nil
+}
+
+// configWhere names where a config sits in the file.
+func configWhere(c *Config) string {
+	switch {
+	case c.Path == "":
+		return fmt.Sprintf("document %d", c.Document+1)
+	case c.Form == "ConfigMap":
+		return fmt.Sprintf("document %d, data key %q", c.Document+1, c.DataKey)
+	}
+	return fmt.Sprintf("document %d, %s", c.Document+1, c.Path)
+}
+
+// config checks one edited config: the texts enclosing it, its own
+// documents and its EPP view differ only by the expected changes.
+func (v *verification) config(c *Config) error {
+	gc := v.g.config(c.id)
+	where := configWhere(c)
+	if gc == nil || len(gc.levels) != len(c.levels) {
+		return v.refuse("%s no longer holds a %s", where, Kind)
+	}
+	if err := v.enclosing(c, gc, where); err != nil {
+		return err
+	}
+	if err := v.embedded(c, gc, where); err != nil {
+		return err
+	}
+	return v.eppView(c, gc, where)
+}
+
+// enclosing checks that the texts enclosing an embedded config (an
+// Application's helm.values) differ only in the edited configs.
+func (v *verification) enclosing(c, gc *Config, where string) error {
+	for d := 1; d < len(c.levels); d++ {
+		ad, bd := c.levels[d].docs, gc.levels[d].docs
+		if len(ad) != len(bd) {
+			return v.refuse("%s: %d YAML documents instead of %d in %s", where, len(bd), len(ad), pathString(c.levels[d-1].path))
+		}
+		for j := range ad {
+			a, b := canon(ad[j]), canon(bd[j])
+			if j == 0 {
+				for _, p := range v.masks(c.levels[d].id, d) {
+					maskPath(a, p)
+					maskPath(b, p)
 				}
 			}
+			if diff := diffCanon(a, b, ""); diff != "" {
+				return v.refuse("%s: in %s: %s", where, pathString(c.levels[d-1].path), diff)
+			}
 		}
-		for _, p := range masks(strconv.Itoa(i), 0) {
-			maskPath(a, p)
-			maskPath(b, p)
+	}
+	return nil
+}
+
+// embedded checks the documents of a config embedded in a scalar: they
+// differ only by the expected changes.
+func (v *verification) embedded(c, gc *Config, where string) error {
+	if len(c.levels) == 0 {
+		return nil
+	}
+	if len(c.docs) != len(gc.docs) {
+		return v.refuse("%s: %d YAML documents instead of %d", where, len(gc.docs), len(c.docs))
+	}
+	for i := range c.docs {
+		a, b := canon(c.docs[i]), canon(gc.docs[i])
+		if i == 0 {
+			for _, e := range v.byCfg[c] {
+				if err := e.applyCanon(a.kids[0]); err != nil {
+					return v.refuse("%s: %v", where, err)
+				}
+			}
 		}
 		if d := diffCanon(a, b, ""); d != "" {
-			return refuse("document %d: %s", i+1, d)
+			return v.refuse("%s: %s", where, d)
 		}
 	}
-	for _, c := range cfgs {
-		gc := g.config(c.id)
-		where := fmt.Sprintf("document %d", c.Document+1)
-		switch {
-		case c.Path == "":
-		case c.Form == "ConfigMap":
-			where = fmt.Sprintf("document %d, data key %q", c.Document+1, c.DataKey)
-		default:
-			where = fmt.Sprintf("document %d, %s", c.Document+1, c.Path)
+	return nil
+}
+
+// eppView checks that the EPP reads the edited config as the original with
+// the expected changes.
+func (v *verification) eppView(c, gc *Config, where string) error {
+	var a, b any
+	if err := decodeJSON(c.eppJSON, &a); err != nil {
+		return v.refuse("%s: %v", where, err)
+	}
+	if err := decodeJSON(gc.eppJSON, &b); err != nil {
+		return v.refuse("%s: %v", where, err)
+	}
+	for _, e := range v.byCfg[c] {
+		if err := e.applyJSON(a); err != nil {
+			return v.refuse("%s: %v", where, err)
 		}
-		if gc == nil || len(gc.levels) != len(c.levels) {
-			return refuse("%s no longer holds a %s", where, Kind)
-		}
-		// Enclosing texts (an Application's helm.values) differ only in the edited configs.
-		for d := 1; d < len(c.levels); d++ {
-			ad, bd := c.levels[d].docs, gc.levels[d].docs
-			if len(ad) != len(bd) {
-				return refuse("%s: %d YAML documents instead of %d in %s", where, len(bd), len(ad), pathString(c.levels[d-1].path))
-			}
-			for j := range ad {
-				a, b := canon(ad[j]), canon(bd[j])
-				if j == 0 {
-					for _, p := range masks(c.levels[d].id, d) {
-						maskPath(a, p)
-						maskPath(b, p)
-					}
-				}
-				if diff := diffCanon(a, b, ""); diff != "" {
-					return refuse("%s: in %s: %s", where, pathString(c.levels[d-1].path), diff)
-				}
-			}
-		}
-		if len(c.levels) > 0 {
-			if len(c.docs) != len(gc.docs) {
-				return refuse("%s: %d YAML documents instead of %d", where, len(gc.docs), len(c.docs))
-			}
-			for i := range c.docs {
-				a, b := canon(c.docs[i]), canon(gc.docs[i])
-				if i == 0 {
-					for _, e := range byCfg[c] {
-						if err := e.applyCanon(a.kids[0]); err != nil {
-							return refuse("%s: %v", where, err)
-						}
-					}
-				}
-				if d := diffCanon(a, b, ""); d != "" {
-					return refuse("%s: %s", where, d)
-				}
-			}
-		}
-		var a, b any
-		if err := decodeJSON(c.eppJSON, &a); err != nil {
-			return refuse("%s: %v", where, err)
-		}
-		if err := decodeJSON(gc.eppJSON, &b); err != nil {
-			return refuse("%s: %v", where, err)
-		}
-		for _, e := range byCfg[c] {
-			if err := e.applyJSON(a); err != nil {
-				return refuse("%s: %v", where, err)
-			}
-		}
-		if d := diffJSON(a, b, ""); d != "" {
-			return refuse("%s, as the EPP reads it: %s", where, d)
-		}
+	}
+	if d := diffJSON(a, b, ""); d != "" {
+		return v.refuse("%s, as the EPP reads it: %s", where, d)
 	}
 	return nil
 }

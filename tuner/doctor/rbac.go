@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
-
-const checkRBAC = "rbac"
 
 // access is one permission the daemon needs: a verb on a resource (by name
 // when the Role limits it by name) in a namespace, and what for.
@@ -69,16 +67,16 @@ func requiredAccess(cfg *config.Config, leaderElection bool) []access {
 // rbacCheck asks the API server, with a SubjectAccessReview per
 // permission, whether the daemon's ServiceAccount may do what the daemon
 // does.
-func (d *doctor) rbacCheck(ctx context.Context, leaderElection bool) doctorCheck {
-	ns, name, _ := strings.Cut(d.serviceAccount, "/")
-	who := "ServiceAccount " + d.serviceAccount
-	if d.kube == nil {
-		return doctorCheck{Name: checkRBAC, Status: statusWarn, Reason: "not-checked", Detail: "no API server access: " + d.kubeErr.Error(),
+func rbacCheck(ctx context.Context, e *env) Result {
+	ns, name, _ := strings.Cut(e.serviceAccount, "/")
+	who := "ServiceAccount " + e.serviceAccount
+	if e.kube == nil {
+		return Result{Name: checkRBAC, Status: StatusWarn, Reason: "not-checked", Detail: "no API server access: " + e.kubeErr.Error(),
 			Fix: "give --kubeconfig (or kubernetes.kubeconfig) to check " + who + "'s permissions"}
 	}
-	need := requiredAccess(d.cfg, leaderElection)
+	need := requiredAccess(e.cfg, e.leaderElection)
 	if len(need) == 0 {
-		return doctorCheck{Name: checkRBAC, Status: statusPass, Detail: "every target is a file: the daemon needs no API server permission"}
+		return Result{Name: checkRBAC, Status: StatusPass, Detail: "every target is a file: the daemon needs no API server permission"}
 	}
 	user := "system:serviceaccount:" + ns + ":" + name
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
@@ -86,9 +84,9 @@ func (d *doctor) rbacCheck(ctx context.Context, leaderElection bool) doctorCheck
 	for _, a := range need {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Name: a.name}}}
-		res, err := d.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		if err != nil {
-			return doctorCheck{Name: checkRBAC, Status: statusWarn, Reason: "not-checked",
+			return Result{Name: checkRBAC, Status: StatusWarn, Reason: "not-checked",
 				Detail: fmt.Sprintf("a SubjectAccessReview for %s could not be created: %v", who, err),
 				Fix:    "run doctor as a user allowed to create subjectaccessreviews (authorization.k8s.io), or check the Role with kubectl auth can-i --as " + user}
 		}
@@ -97,9 +95,9 @@ func (d *doctor) rbacCheck(ctx context.Context, leaderElection bool) doctorCheck
 		}
 	}
 	if len(denied) > 0 {
-		return doctorCheck{Name: checkRBAC, Status: statusFail, Reason: "rbac-denied",
+		return Result{Name: checkRBAC, Status: StatusFail, Reason: "rbac-denied",
 			Detail: fmt.Sprintf("%s may not: %s", who, strings.Join(denied, "; ")),
 			Fix:    "apply the RBAC gatetuner renders for this config (deploy/, tuner/sink.RenderRBAC; docs/deploy.md), bound to " + who + ", or name the daemon's ServiceAccount with --service-account NAMESPACE/NAME"}
 	}
-	return doctorCheck{Name: checkRBAC, Status: statusPass, Detail: fmt.Sprintf("%s may do all %d things the daemon does (SubjectAccessReview each)", who, len(need))}
+	return Result{Name: checkRBAC, Status: StatusPass, Detail: fmt.Sprintf("%s may do all %d things the daemon does (SubjectAccessReview each)", who, len(need))}
 }
