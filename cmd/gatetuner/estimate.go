@@ -16,6 +16,9 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/daemon"
@@ -115,7 +118,7 @@ type estimateSetup struct {
 	target estimator.Target
 	cfg    estimator.Config
 	at     time.Time
-	sc     *fleetsim.Scenario
+	sc     *scenario.Scenario
 }
 
 func (o *estimateOpts) setup() (*estimateSetup, error) {
@@ -162,7 +165,7 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 			return nil, asUsage(err)
 		}
 		if o.exporters != "" {
-			x, err := fleetsim.ParseExportShape(o.exporters)
+			x, err := scenario.ParseExportShape(o.exporters)
 			if err != nil {
 				return nil, usageErr("--exporters: %v", err)
 			}
@@ -250,11 +253,11 @@ func (o *estimateOpts) setup() (*estimateSetup, error) {
 	return s, nil
 }
 
-func loadScenario(name string) (*fleetsim.Scenario, error) {
+func loadScenario(name string) (*scenario.Scenario, error) {
 	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.ContainsRune(name, os.PathSeparator) {
-		return fleetsim.LoadScenarioFile(name)
+		return scenario.LoadFile(name)
 	}
-	return fleetsim.LoadScenario(name)
+	return scenarios.Load(name)
 }
 
 func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
@@ -345,10 +348,10 @@ func estimateExit(url string, e *estimator.Estimates) error {
 
 // fillFromScenario runs the simulator into the embedded TSDB through its
 // OpenMetrics output; the run ends a minute before now.
-func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, seed uint64, legacy bool) (time.Time, error) {
+func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *scenario.Scenario, seed uint64, legacy bool) (time.Time, error) {
 	base := time.Now().Add(-sc.Duration() - time.Minute).Truncate(time.Minute)
 	_, end, err := simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: seed, BaseTime: base,
-		MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: legacy}})
+		MetricsOptions: export.MetricsOptions{LegacyVLLM: legacy}})
 	return end, err
 }
 

@@ -24,6 +24,10 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -33,8 +37,8 @@ import (
 
 // Options configure one closed-loop run.
 type Options struct {
-	// Scenario is what the fleet plays (fleetsim.Days for several days).
-	Scenario *fleetsim.Scenario
+	// Scenario is what the fleet plays (scenario.Days for several days).
+	Scenario *scenario.Scenario
 	// Profile is the simulated EPP's build profile.
 	Profile gate.Profile
 	// Source is the decision source: config.SourceModel (default) or
@@ -85,7 +89,7 @@ type Apply struct {
 
 // Result is what a run did and what really happened.
 type Result struct {
-	Truth   *fleetsim.Truth
+	Truth   *truth.Truth
 	Applies []Apply
 	// Holds counts the held cycles by reason.
 	Holds  map[string]int
@@ -97,11 +101,11 @@ type Result struct {
 // Loop is a prepared closed loop; Run plays it once.
 type Loop struct {
 	opt      Options
-	sc       *fleetsim.Scenario
+	sc       *scenario.Scenario
 	start    time.Time
 	clk      *testingclock.FakeClock
 	path     string
-	live     *fleetsim.Live
+	live     *live.Fleet
 	emb      *prom.Embedded
 	d        *daemon.Daemon
 	tg       *tuner.Target
@@ -152,11 +156,11 @@ func (l *Loop) build(ctx context.Context) error {
 	l.clk = testingclock.NewFakeClock(l.start)
 	now := l.clk.Now
 	var err error
-	if l.path, err = simenv.WriteEPPConfig(opt.Dir, sc, fleetsim.DefaultSettings(), false); err != nil {
+	if l.path, err = simenv.WriteEPPConfig(opt.Dir, sc, epp.DefaultSettings(), false); err != nil {
 		return fmt.Errorf("dayloop: write the EPP config: %w", err)
 	}
-	lopt := fleetsim.LiveOptions{Seed: opt.Seed, Start: l.start, Now: now, Logger: discard(),
-		Settings: fleetsim.EPPConfigFile{Path: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile}}
+	lopt := live.Options{Seed: opt.Seed, Start: l.start, Now: now, Logger: discard(),
+		Settings: epp.ConfigFile{Path: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile}}
 	recPath := filepath.Join(opt.Dir, "records.jsonl")
 	if opt.Source == config.SourceRecords {
 		if l.records, err = os.Create(recPath); err != nil {
@@ -165,7 +169,7 @@ func (l *Loop) build(ctx context.Context) error {
 		l.closers = append(l.closers, func() { _ = l.records.Close() })
 		lopt.Records = l.records
 	}
-	if l.live, err = fleetsim.NewLive(sc, lopt); err != nil {
+	if l.live, err = live.New(sc, lopt); err != nil {
 		return err
 	}
 	metrics := opt.Metrics
@@ -222,7 +226,7 @@ const SimRestartWarmup = 5 * time.Second
 // budget's window) scaled to the simulated day; the apply window and the
 // budget are the defaults (auto, one a day). The restart warm-up is the
 // simulated EPP's own, measured (SimRestartWarmup), not a scaled default.
-func Policy(sc *fleetsim.Scenario) config.Policy {
+func Policy(sc *scenario.Scenario) config.Policy {
 	p := config.DefaultPolicy()
 	p.Mode = config.ModeConfigMap
 	p.Lookback = 15 * time.Minute
@@ -240,7 +244,7 @@ func Policy(sc *fleetsim.Scenario) config.Policy {
 
 // windowOf is the phase length when one day's phases are equal and divide
 // the day, else a twelfth of the day.
-func windowOf(sc *fleetsim.Scenario) time.Duration {
+func windowOf(sc *scenario.Scenario) time.Duration {
 	n := sc.DayPhases
 	if n <= 0 {
 		n = len(sc.Phases)

@@ -17,10 +17,12 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // EstimatorTarget returns the estimator's selection of a scenario's series.
-func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
+func EstimatorTarget(sc *scenario.Scenario) estimator.Target {
 	return estimator.Target{
 		Name:                sc.Target,
 		VLLMSelector:        fmt.Sprintf(`namespace=%q,pod=~%q`, sc.Namespace, sc.Pods.NamePrefix+"-[0-9]+"),
@@ -33,11 +35,11 @@ func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
 // Fill runs the simulator with opt (its Metrics output replaced) and ingests
 // the metrics into emb; it returns the truth and the wall time the measured
 // phases end at.
-func Fill(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, opt fleetsim.Options) (*fleetsim.Truth, time.Time, error) {
+func Fill(ctx context.Context, emb *prom.Embedded, sc *scenario.Scenario, opt fleetsim.Options) (*truth.Truth, time.Time, error) {
 	pr, pw := io.Pipe()
 	opt.Metrics = pw
 	type result struct {
-		tr  *fleetsim.Truth
+		tr  *truth.Truth
 		err error
 	}
 	done := make(chan result, 1)
@@ -65,7 +67,7 @@ func Fill(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, opt fl
 // EPPConfig renders an EndpointPickerConfig holding the scenario's gate
 // plugin with the given settings (penaltyMode written when not static or
 // when the profile accepts it and writeMode is set).
-func EPPConfig(sc *fleetsim.Scenario, s gate.Settings, writeMode bool) []byte {
+func EPPConfig(sc *scenario.Scenario, s gate.Settings, writeMode bool) []byte {
 	var b strings.Builder
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	fmt.Fprintf(&b, `apiVersion: llm-d.ai/v1alpha1
@@ -100,14 +102,14 @@ schedulingProfiles:
 }
 
 // WriteEPPConfig writes EPPConfig to dir/epp-config.yaml and returns the path.
-func WriteEPPConfig(dir string, sc *fleetsim.Scenario, s gate.Settings, writeMode bool) (string, error) {
+func WriteEPPConfig(dir string, sc *scenario.Scenario, s gate.Settings, writeMode bool) (string, error) {
 	p := filepath.Join(dir, "epp-config.yaml")
 	return p, os.WriteFile(p, EPPConfig(sc, s, writeMode), 0o644)
 }
 
 // ScalePods resizes sc's pool to pods at the same per-pod load: every
 // phase's request rate scales with the pod count.
-func ScalePods(sc *fleetsim.Scenario, pods int) {
+func ScalePods(sc *scenario.Scenario, pods int) {
 	scale := float64(pods) / float64(sc.Pods.Count)
 	sc.Pods.Count = pods
 	for i := range sc.Phases {
