@@ -84,73 +84,19 @@ func ParseConfig(data []byte, plugin string, prof gate.Profile) (gate.Settings, 
 			return params.Settings(prof.MissingSignal), nil
 		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	type found struct {
-		name   string
-		params *yaml.Node
-		line   int
-	}
-	var matches []found
-	var names []string
-	for doc := 0; ; doc++ {
-		var root yaml.Node
-		err := dec.Decode(&root)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return gate.Settings{}, fmt.Errorf("invalid YAML: %w", err)
-		}
-		if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-			continue
-		}
-		m := root.Content[0]
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value != "plugins" {
-				continue
-			}
-			list := m.Content[i+1]
-			if list.Kind != yaml.SequenceNode {
-				return gate.Settings{}, fmt.Errorf("line %d: plugins must be a list", list.Line)
-			}
-			for _, pn := range list.Content {
-				if pn.Kind != yaml.MappingNode {
-					return gate.Settings{}, fmt.Errorf("line %d: a plugin must be a mapping", pn.Line)
-				}
-				var name, typ string
-				var params *yaml.Node
-				for j := 0; j+1 < len(pn.Content); j += 2 {
-					k, v := pn.Content[j].Value, pn.Content[j+1]
-					switch k {
-					case "name":
-						name = v.Value
-					case "type":
-						typ = v.Value
-					case "parameters":
-						params = v
-					}
-				}
-				if name == "" {
-					name = typ
-				}
-				if typ == AffinityFilterType {
-					names = append(names, name)
-				}
-				if (plugin != "" && name == plugin) || (plugin == "" && typ == AffinityFilterType) {
-					matches = append(matches, found{name: name, params: params, line: pn.Line})
-				}
-			}
-		}
+	var ps configPlugins
+	if err := ps.read(data, plugin); err != nil {
+		return gate.Settings{}, err
 	}
 	switch {
-	case len(matches) == 0 && plugin != "":
-		return gate.Settings{}, fmt.Errorf("no plugin named %q (affinity filters: %s)", plugin, strings.Join(names, ", "))
-	case len(matches) == 0:
+	case len(ps.matches) == 0 && plugin != "":
+		return gate.Settings{}, fmt.Errorf("no plugin named %q (affinity filters: %s)", plugin, strings.Join(ps.names, ", "))
+	case len(ps.matches) == 0:
 		return gate.Settings{}, fmt.Errorf("no plugin of type %s", AffinityFilterType)
-	case len(matches) > 1:
-		return gate.Settings{}, fmt.Errorf("%d plugins match (%s); name the one to use", len(matches), strings.Join(names, ", "))
+	case len(ps.matches) > 1:
+		return gate.Settings{}, fmt.Errorf("%d plugins match (%s); name the one to use", len(ps.matches), strings.Join(ps.names, ", "))
 	}
-	m := matches[0]
+	m := ps.matches[0]
 	var raw []byte
 	if m.params != nil {
 		var err error
@@ -163,4 +109,81 @@ func ParseConfig(data []byte, plugin string, prof gate.Profile) (gate.Settings, 
 		return gate.Settings{}, fmt.Errorf("plugin %q (line %d): %w", m.name, m.line, err)
 	}
 	return params.Settings(prof.MissingSignal), nil
+}
+
+// configPlugins are the plugins of an EPP config that match the one asked
+// for, and the names of its affinity filters.
+type configPlugins struct {
+	matches []configPlugin
+	names   []string
+}
+
+// configPlugin is one plugin: its name, its parameters' node, its line.
+type configPlugin struct {
+	name   string
+	params *yaml.Node
+	line   int
+}
+
+// read collects, from every document's plugins list, the plugins matching
+// plugin (by name; "" means by the affinity filter's type).
+func (ps *configPlugins) read(data []byte, plugin string) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var root yaml.Node
+		err := dec.Decode(&root)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("invalid YAML: %w", err)
+		}
+		if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+			continue
+		}
+		m := root.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value != "plugins" {
+				continue
+			}
+			if err := ps.readList(m.Content[i+1], plugin); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readList collects the matching plugins of one plugins list.
+func (ps *configPlugins) readList(list *yaml.Node, plugin string) error {
+	if list.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: plugins must be a list", list.Line)
+	}
+	for _, pn := range list.Content {
+		if pn.Kind != yaml.MappingNode {
+			return fmt.Errorf("line %d: a plugin must be a mapping", pn.Line)
+		}
+		var name, typ string
+		var params *yaml.Node
+		for j := 0; j+1 < len(pn.Content); j += 2 {
+			k, v := pn.Content[j].Value, pn.Content[j+1]
+			switch k {
+			case "name":
+				name = v.Value
+			case "type":
+				typ = v.Value
+			case "parameters":
+				params = v
+			}
+		}
+		if name == "" {
+			name = typ
+		}
+		if typ == AffinityFilterType {
+			ps.names = append(ps.names, name)
+		}
+		if (plugin != "" && name == plugin) || (plugin == "" && typ == AffinityFilterType) {
+			ps.matches = append(ps.matches, configPlugin{name: name, params: params, line: pn.Line})
+		}
+	}
+	return nil
 }

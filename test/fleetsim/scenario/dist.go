@@ -21,12 +21,12 @@ const (
 // exponential with Mean, or lognormal with Mean and coefficient of variation
 // CV. For every kind but uniform, Min and Max (when > 0) clamp the samples.
 type Dist struct {
-	Kind  DistKind
-	Value float64 // const
-	Mean  float64 // exponential, lognormal
-	CV    float64 // lognormal
-	Min   float64
-	Max   float64 // 0 = unbounded (except uniform)
+	Kind  DistKind `yaml:"dist" required:"true"`
+	Value float64  `yaml:"value"` // const
+	Mean  float64  `yaml:"mean"`  // exponential, lognormal
+	CV    float64  `yaml:"cv"`    // lognormal
+	Min   float64  `yaml:"min"`
+	Max   float64  `yaml:"max"` // 0 = unbounded (except uniform)
 
 	mu, sigma float64
 }

@@ -46,10 +46,10 @@ type Scenario struct {
 
 // PodsSpec is the set of identical vLLM pods.
 type PodsSpec struct {
-	Count int
+	Count int `yaml:"count" required:"true"`
 	// NamePrefix names pods <NamePrefix>-<index>; default <Target>-decode.
-	NamePrefix string
-	Engine     EngineSpec
+	NamePrefix string     `yaml:"namePrefix"`
+	Engine     EngineSpec `yaml:"engine" required:"true"`
 }
 
 // EngineSpec is one vLLM engine (one per pod, engine label "0").
@@ -57,23 +57,23 @@ type EngineSpec struct {
 	// NominalRate is the idle engine's prefill rate on full chunks, tok/s:
 	// what llm-d's calibration recipe measures (chunk / TTFT of a
 	// chunk-sized cache-missing prompt on an idle pod).
-	NominalRate float64
+	NominalRate float64 `yaml:"nominalRate" required:"true"`
 	// MaxNumBatchedTokens is the per-step token budget (decode tokens count 1 each).
-	MaxNumBatchedTokens int
+	MaxNumBatchedTokens int `yaml:"maxNumBatchedTokens" required:"true"`
 	// MaxNumSeqs bounds the running set.
-	MaxNumSeqs int
+	MaxNumSeqs int `yaml:"maxNumSeqs"`
 	// StepOverhead is the fixed time of every engine step.
-	StepOverhead time.Duration
+	StepOverhead time.Duration `yaml:"stepOverhead"`
 	// DecodeCost is the time of one decode token in a step relative to one
 	// prefill token.
-	DecodeCost float64
+	DecodeCost float64 `yaml:"decodeCost"`
 	// BlockSize is the KV block size in tokens (vLLM --block-size).
-	BlockSize int
+	BlockSize int `yaml:"blockSize"`
 	// NumGPUBlocks is the KV capacity in blocks; the prefix cache lives in
 	// the blocks no running request holds.
-	NumGPUBlocks int
+	NumGPUBlocks int `yaml:"numGPUBlocks" required:"true"`
 	// MaxModelLen bounds prompt + output, and sets the 1-2-5 token buckets.
-	MaxModelLen int
+	MaxModelLen int `yaml:"maxModelLen" required:"true"`
 }
 
 // PrefillTokenTime is the time of one prefill token in a step, so that a
@@ -122,32 +122,32 @@ const (
 // PrefixIndexSpec is the approx-prefix-cache-producer's index.
 type PrefixIndexSpec struct {
 	// BlockSizeTokens is the index's block size (>= 64).
-	BlockSizeTokens int
+	BlockSizeTokens int `yaml:"blockSizeTokens"`
 	// LRUCapacityPerServer is the number of blocks remembered per pod.
-	LRUCapacityPerServer int
+	LRUCapacityPerServer int `yaml:"lruCapacityPerServer"`
 	// MaxPrefixBlocksToMatch caps the blocks hashed per request (0 = no cap);
 	// the prompt beyond it counts as uncached in-flight tokens.
-	MaxPrefixBlocksToMatch int
+	MaxPrefixBlocksToMatch int `yaml:"maxPrefixBlocksToMatch"`
 }
 
 // SessionClass is a kind of session: a shared system prompt, an optional
 // document (shared from a pool, or unique per session), and turns whose
 // prompts grow by the previous output and a new user message.
 type SessionClass struct {
-	Name         string
-	SystemPrompt *PoolSpec
-	Document     *PoolSpec
-	Turns        Dist
+	Name         string    `yaml:"name" required:"true"`
+	SystemPrompt *PoolSpec `yaml:"systemPrompt"`
+	Document     *PoolSpec `yaml:"document"`
+	Turns        Dist      `yaml:"turns"`
 	// FirstUserTokens is the first turn's user message (default UserTokens).
-	FirstUserTokens *Dist
-	UserTokens      Dist
-	OutputTokens    Dist
+	FirstUserTokens *Dist `yaml:"firstUserTokens"`
+	UserTokens      Dist  `yaml:"userTokens" required:"true"`
+	OutputTokens    Dist  `yaml:"outputTokens" required:"true"`
 	// ThinkSeconds is the gap between a turn's arrival and the next one's
 	// (open loop: it does not wait for the response).
-	ThinkSeconds Dist
+	ThinkSeconds Dist `yaml:"thinkSeconds"`
 	// Pace multiplies a session's think times; drawn once per session, it
 	// makes some sessions persistently hotter than others (default 1).
-	Pace Dist
+	Pace Dist `yaml:"pace"`
 
 	meanTurns float64
 }
@@ -161,10 +161,10 @@ func (c *SessionClass) MeanTurns() float64 { return c.meanTurns }
 // becomes the hottest and every other item moves down one rank, so a new
 // prefix keeps becoming popular (a trending document, a team's new repo).
 type PoolSpec struct {
-	Count  int
-	Tokens Dist
-	Zipf   float64
-	Churn  time.Duration
+	Count  int           `yaml:"count"`
+	Tokens Dist          `yaml:"tokens" required:"true"`
+	Zipf   float64       `yaml:"zipf"`
+	Churn  time.Duration `yaml:"churn"`
 }
 
 // Phase is a stretch of the scenario with its own load, mix and (optionally)
@@ -199,12 +199,12 @@ const (
 // BurstEvery (the rest of the time runs lower); diurnal follows a sine with
 // the given peak-to-trough ratio and period, anchored at scenario time 0.
 type ArrivalSpec struct {
-	Process       ArrivalProcess
-	BurstFactor   float64
-	BurstDuration time.Duration
-	BurstEvery    time.Duration
-	PeakToTrough  float64
-	Period        time.Duration
+	Process       ArrivalProcess `yaml:"process" required:"true"`
+	BurstFactor   float64        `yaml:"burstFactor"`
+	BurstDuration time.Duration  `yaml:"burstDuration"`
+	BurstEvery    time.Duration  `yaml:"burstEvery"`
+	PeakToTrough  float64        `yaml:"peakToTrough"`
+	Period        time.Duration  `yaml:"period"`
 }
 
 // Duration is the scenario's total length.
@@ -298,36 +298,59 @@ func (sc *Scenario) Compressed(factor float64) (*Scenario, error) {
 }
 
 // Validate checks the scenario's consistency (Parse already did for
-// parsed scenarios; call it after editing one).
+// parsed scenarios; call it after editing one). It fills the classes'
+// defaults and their mean turns.
 func (sc *Scenario) Validate() error {
-	fail := func(field, f string, a ...any) error {
-		return fmt.Errorf("scenario %s: %s: %s", sc.Name, field, fmt.Sprintf(f, a...))
+	for _, check := range []func() *invalid{sc.validateFleet, sc.validateEPP, sc.validateSources, sc.validateClasses, sc.validatePhases} {
+		if e := check(); e != nil {
+			return fmt.Errorf("scenario %s: %s: %s", sc.Name, e.field, e.msg)
+		}
 	}
-	if sc.Name == "" {
+	return nil
+}
+
+// invalid is what Validate found wrong: the field and why.
+type invalid struct{ field, msg string }
+
+func fail(field, format string, a ...any) *invalid {
+	return &invalid{field: field, msg: fmt.Sprintf(format, a...)}
+}
+
+// validateFleet checks the name, the scrape interval and the pods.
+func (sc *Scenario) validateFleet() *invalid {
+	switch {
+	case sc.Name == "":
 		return fail("name", "is required")
-	}
-	if sc.ScrapeInterval < time.Millisecond {
+	case sc.ScrapeInterval < time.Millisecond:
 		return fail("scrapeInterval", "must be >= 1ms, got %v", sc.ScrapeInterval)
-	}
-	if sc.Pods.Count < 1 || sc.Pods.Count > 4096 {
+	case sc.Pods.Count < 1 || sc.Pods.Count > 4096:
 		return fail("pods.count", "must be in [1, 4096], got %d", sc.Pods.Count)
 	}
 	if err := sc.Pods.Engine.validate(); err != nil {
 		return fail("pods.engine", "%v", err)
 	}
+	return nil
+}
+
+// validateEPP checks the prefix index and the picker.
+func (sc *Scenario) validateEPP() *invalid {
 	pi := sc.EPP.PrefixIndex
-	if pi.BlockSizeTokens < 64 {
+	switch {
+	case pi.BlockSizeTokens < 64:
 		return fail("epp.prefixIndex.blockSizeTokens", "must be >= 64 (the approximate producer's minimum), got %d", pi.BlockSizeTokens)
-	}
-	if pi.LRUCapacityPerServer < 1 {
+	case pi.LRUCapacityPerServer < 1:
 		return fail("epp.prefixIndex.lruCapacityPerServer", "must be >= 1, got %d", pi.LRUCapacityPerServer)
-	}
-	if sc.EPP.Picker != PickerLeastTokens && sc.EPP.Picker != PickerLeastTokensThenRequests {
+	case sc.EPP.Picker != PickerLeastTokens && sc.EPP.Picker != PickerLeastTokensThenRequests:
 		return fail("epp.picker", "must be %s or %s, got %q", PickerLeastTokens, PickerLeastTokensThenRequests, sc.EPP.Picker)
-	}
-	if pi.MaxPrefixBlocksToMatch < 0 {
+	case pi.MaxPrefixBlocksToMatch < 0:
 		return fail("epp.prefixIndex.maxPrefixBlocksToMatch", "must be >= 0, got %d", pi.MaxPrefixBlocksToMatch)
 	}
+	return nil
+}
+
+// validateSources checks that requests come from somewhere: session classes
+// or a trace (and the trace).
+func (sc *Scenario) validateSources() *invalid {
 	if len(sc.Classes) == 0 && sc.Trace == nil {
 		return fail("classes", "at least one session class (or a trace) is required")
 	}
@@ -336,6 +359,12 @@ func (sc *Scenario) Validate() error {
 			return fail("trace", "%v", err)
 		}
 	}
+	return nil
+}
+
+// validateClasses checks every session class, filling its defaults and
+// its mean turns.
+func (sc *Scenario) validateClasses() *invalid {
 	seen := map[string]bool{}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
@@ -343,83 +372,113 @@ func (sc *Scenario) Validate() error {
 			return fail(fmt.Sprintf("classes[%d].name", i), "must be non-empty and unique, got %q", c.Name)
 		}
 		seen[c.Name] = true
-		for _, d := range []*Dist{&c.Turns, &c.ThinkSeconds, &c.Pace} {
-			if d.Kind == "" && *d == (Dist{}) {
-				*d = ConstDist(1)
-				if d == &c.ThinkSeconds {
-					*d = ConstDist(0)
-				}
-			}
+		if e := c.validate(fmt.Sprintf("classes[%d]", i)); e != nil {
+			return e
 		}
-		for _, d := range []struct {
-			n string
-			d *Dist
-		}{{"turns", &c.Turns}, {"userTokens", &c.UserTokens}, {"outputTokens", &c.OutputTokens}, {"thinkSeconds", &c.ThinkSeconds}, {"pace", &c.Pace}, {"firstUserTokens", c.FirstUserTokens}} {
-			if d.d == nil {
-				continue
-			}
-			if err := d.d.validate(); err != nil {
-				return fail(fmt.Sprintf("classes[%d].%s", i, d.n), "%v", err)
-			}
-		}
-		for _, p := range []struct {
-			n string
-			p *PoolSpec
-		}{{"systemPrompt", c.SystemPrompt}, {"document", c.Document}} {
-			if p.p == nil {
-				continue
-			}
-			if p.p.Count < 0 || p.p.Count > 1_000_000 {
-				return fail(fmt.Sprintf("classes[%d].%s.count", i, p.n), "must be in [0, 1000000], got %d", p.p.Count)
-			}
-			if p.p.Churn < 0 {
-				return fail(fmt.Sprintf("classes[%d].%s.churn", i, p.n), "must be >= 0, got %v", p.p.Churn)
-			}
-			if p.p.Zipf < 0 || math.IsNaN(p.p.Zipf) || math.IsInf(p.p.Zipf, 0) {
-				return fail(fmt.Sprintf("classes[%d].%s.zipf", i, p.n), "must be >= 0, got %v", p.p.Zipf)
-			}
-			if err := p.p.Tokens.validate(); err != nil {
-				return fail(fmt.Sprintf("classes[%d].%s.tokens", i, p.n), "%v", err)
-			}
-		}
-		c.meanTurns = c.Turns.empiricalMeanInt(1)
 	}
+	return nil
+}
+
+// validate checks the class's distributions and pools (field names it),
+// filling the defaults of turns, thinkSeconds and pace and its mean turns.
+func (c *SessionClass) validate(field string) *invalid {
+	for _, d := range []*Dist{&c.Turns, &c.ThinkSeconds, &c.Pace} {
+		if d.Kind == "" && *d == (Dist{}) {
+			*d = ConstDist(1)
+			if d == &c.ThinkSeconds {
+				*d = ConstDist(0)
+			}
+		}
+	}
+	for _, d := range []struct {
+		n string
+		d *Dist
+	}{{"turns", &c.Turns}, {"userTokens", &c.UserTokens}, {"outputTokens", &c.OutputTokens}, {"thinkSeconds", &c.ThinkSeconds}, {"pace", &c.Pace}, {"firstUserTokens", c.FirstUserTokens}} {
+		if d.d == nil {
+			continue
+		}
+		if err := d.d.validate(); err != nil {
+			return fail(field+"."+d.n, "%v", err)
+		}
+	}
+	for _, p := range []struct {
+		n string
+		p *PoolSpec
+	}{{"systemPrompt", c.SystemPrompt}, {"document", c.Document}} {
+		if p.p == nil {
+			continue
+		}
+		if e := p.p.validate(field + "." + p.n); e != nil {
+			return e
+		}
+	}
+	c.meanTurns = c.Turns.empiricalMeanInt(1)
+	return nil
+}
+
+// validate checks the pool (field names it).
+func (p *PoolSpec) validate(field string) *invalid {
+	switch {
+	case p.Count < 0 || p.Count > 1_000_000:
+		return fail(field+".count", "must be in [0, 1000000], got %d", p.Count)
+	case p.Churn < 0:
+		return fail(field+".churn", "must be >= 0, got %v", p.Churn)
+	case p.Zipf < 0 || math.IsNaN(p.Zipf) || math.IsInf(p.Zipf, 0):
+		return fail(field+".zipf", "must be >= 0, got %v", p.Zipf)
+	}
+	if err := p.Tokens.validate(); err != nil {
+		return fail(field+".tokens", "%v", err)
+	}
+	return nil
+}
+
+// validatePhases checks every phase.
+func (sc *Scenario) validatePhases() *invalid {
 	if len(sc.Phases) == 0 {
 		return fail("phases", "at least one phase is required")
 	}
-	pseen := map[string]bool{}
+	seen := map[string]bool{}
 	for i := range sc.Phases {
 		p := &sc.Phases[i]
-		f := func(field string) string { return fmt.Sprintf("phases[%d].%s", i, field) }
-		if p.Name == "" || pseen[p.Name] {
-			return fail(f("name"), "must be non-empty and unique, got %q", p.Name)
+		field := fmt.Sprintf("phases[%d]", i)
+		if p.Name == "" || seen[p.Name] {
+			return fail(field+".name", "must be non-empty and unique, got %q", p.Name)
 		}
-		pseen[p.Name] = true
-		if p.Duration <= 0 {
-			return fail(f("duration"), "must be > 0, got %v", p.Duration)
+		seen[p.Name] = true
+		if e := p.validate(field, len(sc.Classes)); e != nil {
+			return e
 		}
-		if p.RequestRate < 0 || math.IsNaN(p.RequestRate) || math.IsInf(p.RequestRate, 0) {
-			return fail(f("requestRate"), "must be a finite number >= 0, got %v", p.RequestRate)
+	}
+	return nil
+}
+
+// validate checks the phase (field names it) of a scenario with classes
+// session classes.
+func (p *Phase) validate(field string, classes int) *invalid {
+	f := func(name string) string { return field + "." + name }
+	switch {
+	case p.Duration <= 0:
+		return fail(f("duration"), "must be > 0, got %v", p.Duration)
+	case p.RequestRate < 0 || math.IsNaN(p.RequestRate) || math.IsInf(p.RequestRate, 0):
+		return fail(f("requestRate"), "must be a finite number >= 0, got %v", p.RequestRate)
+	case len(p.Mix) != classes:
+		return fail(f("mix"), "has %d weights for %d classes", len(p.Mix), classes)
+	}
+	var sum float64
+	for _, w := range p.Mix {
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return fail(f("mix"), "weights must be finite and >= 0")
 		}
-		if len(p.Mix) != len(sc.Classes) {
-			return fail(f("mix"), "has %d weights for %d classes", len(p.Mix), len(sc.Classes))
-		}
-		var sum float64
-		for _, w := range p.Mix {
-			if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-				return fail(f("mix"), "weights must be finite and >= 0")
-			}
-			sum += w
-		}
-		if p.RequestRate > 0 && len(sc.Classes) == 0 {
-			return fail(f("requestRate"), "must be 0 without session classes (the trace has its own rate), got %v", p.RequestRate)
-		}
-		if p.RequestRate > 0 && sum <= 0 {
-			return fail(f("mix"), "needs a positive weight when requestRate > 0")
-		}
-		if err := p.Arrivals.validate(); err != nil {
-			return fail(f("arrivals"), "%v", err)
-		}
+		sum += w
+	}
+	switch {
+	case p.RequestRate > 0 && classes == 0:
+		return fail(f("requestRate"), "must be 0 without session classes (the trace has its own rate), got %v", p.RequestRate)
+	case p.RequestRate > 0 && sum <= 0:
+		return fail(f("mix"), "needs a positive weight when requestRate > 0")
+	}
+	if err := p.Arrivals.validate(); err != nil {
+		return fail(f("arrivals"), "%v", err)
 	}
 	return nil
 }
