@@ -199,107 +199,133 @@ func vllmTargetLabels(s *fleet, x *scenario.ExportShape, i int) string {
 
 func ival(p *int64) func() int64 { return func() int64 { return *p } }
 
-func addVLLMFamilies(s *fleet, x *scenario.ExportShape, add func(familyDef)) {
-	sc := s.sc
-	vg := x.VLLM
-	podLabels := make([]string, len(s.pods))
-	var scraped []int
-	for i := range s.pods {
-		podLabels[i] = vllmTargetLabels(s, x, i)
-		if x.Scraped(i) {
-			scraped = append(scraped, i)
-		}
-	}
-	// With departures a pod's series exist while its engine is up.
-	up := func(p *engine.Pod) func() bool {
-		if x.DepartPods == 0 {
-			return nil
-		}
-		return func() bool { return p.Up() }
-	}
-	perPod := func(name string, typ famType, help string, mk func(p *engine.Pod) metricDef) {
-		f := familyDef{name: name, typ: typ, help: help, pyLE: true}
-		for _, i := range scraped {
-			p := s.pods[i]
-			m := mk(p)
-			m.present = up(p)
-			if m.labels == "" {
-				m.labels = podLabels[i]
-			} else {
-				m.labels = podLabels[i] + "," + m.labels
-			}
-			f.metrics = append(f.metrics, m)
-		}
-		add(f)
-	}
-	eng := &sc.Pods.Engine
+// vllmFamilies adds the engines' families: one series per scraped engine,
+// labelled as the scrape stores it.
+type vllmFamilies struct {
+	s       *fleet
+	x       *scenario.ExportShape
+	add     func(familyDef)
+	labels  []string // per engine
+	scraped []int
+}
 
-	perPod("vllm:num_requests_running", typGauge, "Number of requests in model execution batches.",
+func addVLLMFamilies(s *fleet, x *scenario.ExportShape, add func(familyDef)) {
+	v := &vllmFamilies{s: s, x: x, add: add, labels: make([]string, len(s.pods))}
+	for i := range s.pods {
+		v.labels[i] = vllmTargetLabels(s, x, i)
+		if x.Scraped(i) {
+			v.scraped = append(v.scraped, i)
+		}
+	}
+	v.gauges()
+	v.counters()
+	v.histograms()
+}
+
+// up is whether an engine's series exist: with departures, while its
+// engine is up (nil: always).
+func (v *vllmFamilies) up(p *engine.Pod) func() bool {
+	if v.x.DepartPods == 0 {
+		return nil
+	}
+	return func() bool { return p.Up() }
+}
+
+// perPod adds a family with mk's metric for every scraped engine.
+func (v *vllmFamilies) perPod(name string, typ famType, help string, mk func(p *engine.Pod) metricDef) {
+	f := familyDef{name: name, typ: typ, help: help, pyLE: true}
+	for _, i := range v.scraped {
+		p := v.s.pods[i]
+		m := mk(p)
+		m.present = v.up(p)
+		if m.labels == "" {
+			m.labels = v.labels[i]
+		} else {
+			m.labels = v.labels[i] + "," + m.labels
+		}
+		f.metrics = append(f.metrics, m)
+	}
+	v.add(f)
+}
+
+// gauges adds the scheduler's and the KV cache's gauges.
+func (v *vllmFamilies) gauges() {
+	eng := &v.s.sc.Pods.Engine
+
+	v.perPod("vllm:num_requests_running", typGauge, "Number of requests in model execution batches.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: func() int64 { return int64(p.Running()) }} })
 	// Waiting counts the decode legs deferred while their KV loads (P/D).
-	perPod("vllm:num_requests_waiting", typGauge, "Number of requests waiting to be processed.",
+	v.perPod("vllm:num_requests_waiting", typGauge, "Number of requests waiting to be processed.",
 		func(p *engine.Pod) metricDef {
 			return metricDef{geti: func() int64 { return int64(p.Waiting()) + int64(p.Deferred()) }}
 		})
-	if vg == scenario.VLLMMid2026 || vg == scenario.VLLMLate2026 {
+	if v.x.VLLM == scenario.VLLMMid2026 || v.x.VLLM == scenario.VLLMLate2026 {
 		f := familyDef{name: "vllm:num_requests_waiting_by_reason", typ: typGauge, help: "Number of requests waiting to be processed, by reason."}
-		for _, i := range scraped {
-			p := s.pods[i]
+		for _, i := range v.scraped {
+			p := v.s.pods[i]
 			f.metrics = append(f.metrics,
-				metricDef{labels: podLabels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.Waiting()) }, present: up(p)},
-				metricDef{labels: podLabels[i] + `,reason="deferred"`, geti: func() int64 { return int64(p.Deferred()) }, present: up(p)})
+				metricDef{labels: v.labels[i] + `,reason="capacity"`, geti: func() int64 { return int64(p.Waiting()) }, present: v.up(p)},
+				metricDef{labels: v.labels[i] + `,reason="deferred"`, geti: func() int64 { return int64(p.Deferred()) }, present: v.up(p)})
 		}
-		add(f)
+		v.add(f)
 	}
 	kvUsage := func(p *engine.Pod) metricDef {
 		return metricDef{getf: func() float64 { return float64(p.UsedBlocks()) / float64(p.TotalBlocks()) }}
 	}
-	if vg == scenario.VLLM011 {
-		perPod("vllm:gpu_cache_usage_perc", typGauge, "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", kvUsage)
+	if v.x.VLLM == scenario.VLLM011 {
+		v.perPod("vllm:gpu_cache_usage_perc", typGauge, "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", kvUsage)
 	}
-	perPod("vllm:kv_cache_usage_perc", typGauge, "KV-cache usage. 1 means 100 percent usage.", kvUsage)
+	v.perPod("vllm:kv_cache_usage_perc", typGauge, "KV-cache usage. 1 means 100 percent usage.", kvUsage)
 	cacheInfo := labelSet("block_size", strconv.Itoa(eng.BlockSize), "cache_dtype", "auto",
 		"enable_prefix_caching", "True", "num_gpu_blocks", strconv.Itoa(eng.NumGPUBlocks), "num_cpu_blocks", "None")
-	perPod("vllm:cache_config_info", typGauge, "Information of the LLMEngine CacheConfig",
+	v.perPod("vllm:cache_config_info", typGauge, "Information of the LLMEngine CacheConfig",
 		func(_ *engine.Pod) metricDef { return metricDef{labels: cacheInfo, geti: func() int64 { return 1 }} })
-	perPod("vllm:prompt_tokens", typCounter, "Number of prefill tokens processed.",
+}
+
+// counters adds the token, prefix-cache, preemption and request counters.
+func (v *vllmFamilies) counters() {
+	v.perPod("vllm:prompt_tokens", typCounter, "Number of prefill tokens processed.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.PromptTokens)} })
 	{
 		f := familyDef{name: "vllm:prompt_tokens_by_source", typ: typCounter, help: "Number of prompt tokens by source."}
-		for _, i := range scraped {
-			p := s.pods[i]
+		for _, i := range v.scraped {
+			p := v.s.pods[i]
 			f.metrics = append(f.metrics,
-				metricDef{labels: podLabels[i] + ",source=\"external_kv_transfer\"", geti: ival(&p.Metrics.ExtTransfer), present: up(p)},
-				metricDef{labels: podLabels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.Metrics.LocalCacheHit), present: up(p)},
-				metricDef{labels: podLabels[i] + ",source=\"local_compute\"", geti: ival(&p.Metrics.LocalCompute), present: up(p)})
+				metricDef{labels: v.labels[i] + ",source=\"external_kv_transfer\"", geti: ival(&p.Metrics.ExtTransfer), present: v.up(p)},
+				metricDef{labels: v.labels[i] + ",source=\"local_cache_hit\"", geti: ival(&p.Metrics.LocalCacheHit), present: v.up(p)},
+				metricDef{labels: v.labels[i] + ",source=\"local_compute\"", geti: ival(&p.Metrics.LocalCompute), present: v.up(p)})
 		}
-		add(f)
+		v.add(f)
 	}
-	perPod("vllm:prompt_tokens_cached", typCounter, "Number of cached prompt tokens (local and external).",
+	v.perPod("vllm:prompt_tokens_cached", typCounter, "Number of cached prompt tokens (local and external).",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.CachedTokens)} })
-	if vg == scenario.VLLM011 {
-		perPod("vllm:gpu_prefix_cache_queries", typCounter, "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+	if v.x.VLLM == scenario.VLLM011 {
+		v.perPod("vllm:gpu_prefix_cache_queries", typCounter, "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
 			func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.PCQueries)} })
-		perPod("vllm:gpu_prefix_cache_hits", typCounter, "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+		v.perPod("vllm:gpu_prefix_cache_hits", typCounter, "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
 			func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.PCHits)} })
 	}
-	perPod("vllm:prefix_cache_queries", typCounter, "Prefix cache queries, in terms of number of queried tokens.",
+	v.perPod("vllm:prefix_cache_queries", typCounter, "Prefix cache queries, in terms of number of queried tokens.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.PCQueries)} })
-	perPod("vllm:prefix_cache_hits", typCounter, "Prefix cache hits, in terms of number of cached tokens.",
+	v.perPod("vllm:prefix_cache_hits", typCounter, "Prefix cache hits, in terms of number of cached tokens.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.PCHits)} })
-	perPod("vllm:generation_tokens", typCounter, "Number of generation tokens processed.",
+	v.perPod("vllm:generation_tokens", typCounter, "Number of generation tokens processed.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.GenTokens)} })
-	perPod("vllm:num_preemptions", typCounter, "Cumulative number of preemption from the engine.",
+	v.perPod("vllm:num_preemptions", typCounter, "Cumulative number of preemption from the engine.",
 		func(p *engine.Pod) metricDef { return metricDef{geti: ival(&p.Metrics.Preemptions)} })
 	// A prefill pod's requests stop at max_tokens 1 (the sidecar caps them).
-	perPod("vllm:request_success", typCounter, "Count of successfully processed requests.",
+	v.perPod("vllm:request_success", typCounter, "Count of successfully processed requests.",
 		func(p *engine.Pod) metricDef {
 			reason := `finished_reason="stop"`
-			if x.IsPrefill(sc, x.PodOf(x.EndpointOf(int(p.Index())))) {
+			if v.x.IsPrefill(v.s.sc, v.x.PodOf(v.x.EndpointOf(int(p.Index())))) {
 				reason = `finished_reason="length"`
 			}
 			return metricDef{labels: reason, geti: ival(&p.Metrics.Success)}
 		})
+}
+
+// histograms adds the request and iteration histograms.
+func (v *vllmFamilies) histograms() {
 	hists := []struct {
 		name, help string
 		h          func(p *engine.Pod) *hist.Hist
@@ -316,7 +342,7 @@ func addVLLMFamilies(s *fleet, x *scenario.ExportShape, add func(familyDef)) {
 		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", func(p *engine.Pod) *hist.Hist { return &p.Metrics.E2EH }},
 		{"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", func(p *engine.Pod) *hist.Hist { return &p.Metrics.Iter }},
 	}
-	if vg == scenario.VLLM011 {
+	if v.x.VLLM == scenario.VLLM011 {
 		// time_per_output_token_seconds is observed exactly like inter_token_latency_seconds (the same samples).
 		hists = append(hists[:5], append([]struct {
 			name, help string
@@ -324,7 +350,7 @@ func addVLLMFamilies(s *fleet, x *scenario.ExportShape, add func(familyDef)) {
 		}{{"vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", func(p *engine.Pod) *hist.Hist { return &p.Metrics.ITL }}}, hists[5:]...)...)
 	}
 	for _, h := range hists {
-		perPod(h.name, typHistogram, h.help, func(p *engine.Pod) metricDef { return metricDef{h: h.h(p)} })
+		v.perPod(h.name, typHistogram, h.help, func(p *engine.Pod) metricDef { return metricDef{h: h.h(p)} })
 	}
 }
 
@@ -384,113 +410,146 @@ func histPresent(h *hist.Hist) func() bool { return func() bool { return h.Count
 
 func counterPresent(v *int64) func() bool { return func() bool { return *v > 0 } }
 
+// eppFamilies adds EPP replica rp's families, labelled by lb.
+type eppFamilies struct {
+	sc  *scenario.Scenario
+	x   *scenario.ExportShape
+	rp  *epp.Replica
+	lb  eppLabeler
+	add func(familyDef)
+}
+
 func addEPPFamilies(s *fleet, x *scenario.ExportShape, k int, add func(familyDef)) {
-	sc := s.sc
-	rp := &s.epp.Replicas[k]
-	lb := newEPPLabeler(s, x, k)
-	lazy := x.EPP != scenario.EPPSim // client_golang vectors: a series exists once first set
+	e := &eppFamilies{sc: s.sc, x: x, rp: &s.epp.Replicas[k], lb: newEPPLabeler(s, x, k), add: add}
 	gen := x.EPP
 	if gen == scenario.EPP010 || gen == scenario.EPPSim {
-		for _, g := range []struct {
-			name, help string
-			vals       []int64
-		}{
-			{"llm_d_epp_inflight_tokens", "Uncached prompt tokens of requests in flight per endpoint, until their first token.", rp.Tokens},
-			{"llm_d_epp_inflight_requests", "Requests in flight per endpoint.", rp.Reqs},
-		} {
-			f := familyDef{name: g.name, typ: typGauge, help: g.help}
-			for _, prod := range x.Producers {
-				for i := range g.vals {
-					m := metricDef{
-						labels: lb.labels("endpoint_name", x.EndpointName(sc, i), "namespace", sc.Namespace, "producer_name", prod,
-							"fairness_id", "default", "priority", "0"),
-						geti: ival(&g.vals[i]),
-					}
-					if x.LazyInFlight {
-						seen := &rp.Seen[i]
-						m.present = func() bool { return *seen }
-					}
-					f.metrics = append(f.metrics, m)
-				}
-			}
-			add(f)
-		}
-		reqLabels := lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0")
-		hm := func(h *hist.Hist, labels string) metricDef {
-			m := metricDef{labels: labels, h: h}
-			if lazy {
-				m.present = histPresent(h)
-			}
-			return m
-		}
-		add(familyDef{name: "llm_d_epp_request_cached_tokens", typ: typHistogram, help: "Cached prompt tokens per request.",
-			metrics: []metricDef{hm(&rp.Metrics.CachedH, reqLabels)}})
-		add(familyDef{name: "llm_d_epp_request_input_tokens", typ: typHistogram, help: "Prompt tokens per request.",
-			metrics: []metricDef{hm(&rp.Metrics.InputH, reqLabels)}})
-		add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
-			metrics: []metricDef{hm(&rp.Metrics.TTFTH, lb.labels("model_name", sc.Model, "target_model_name", sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"))}})
-		f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
-		for i := range rp.Metrics.Attempts {
-			m := metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "endpoint_name", x.PodName(sc, x.PodOf(i)),
-					"namespace", sc.Namespace, "port", strconv.Itoa(x.Port(i))),
-				geti: ival(&rp.Metrics.Attempts[i]),
-			}
-			if lazy {
-				m.present = counterPresent(&rp.Metrics.Attempts[i])
-			}
-			f.metrics = append(f.metrics, m)
-		}
+		e.inFlight()
+		e.requests()
+		e.attempts()
 		if gen == scenario.EPP010 {
-			// A failed attempt carries empty endpoint labels (metrics.go,
-			// RecordSchedulerAttempt), which Prometheus does not store.
-			f.metrics = append(f.metrics, metricDef{labels: lb.labels("status", "failure", "target_model_name", sc.Model, "endpoint_name", "",
-				"namespace", "", "port", ""), geti: ival(&rp.Metrics.SchedFail), present: counterPresent(&rp.Metrics.SchedFail)})
-		}
-		add(f)
-		if gen == scenario.EPP010 {
-			addPrefixIndexerFamilies(lb, rp, add)
+			addPrefixIndexerFamilies(e.lb, e.rp, add)
 		}
 	}
 	if x.PD() {
-		addDisaggFamilies(sc, lb, rp, add)
+		addDisaggFamilies(s.sc, e.lb, e.rp, add)
 	}
 	if gen == scenario.EPP010 || gen == scenario.EPP08 {
-		// The GIE v1.5 names: release-0.8's only ones, still emitted alongside
-		// the llm_d_epp_* names by main.
-		f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
-		for i := range rp.Metrics.Attempts {
-			f.metrics = append(f.metrics, metricDef{
-				labels: lb.labels("status", "success", "target_model_name", sc.Model, "pod_name", x.PodName(sc, x.PodOf(i)),
-					"namespace", sc.Namespace, "port", strconv.Itoa(x.Port(i))),
-				geti: ival(&rp.Metrics.Attempts[i]), present: counterPresent(&rp.Metrics.Attempts[i]),
-			})
-		}
-		f.metrics = append(f.metrics, metricDef{labels: lb.labels("status", "failure", "target_model_name", sc.Model, "pod_name", "",
-			"namespace", "", "port", ""), geti: ival(&rp.Metrics.SchedFail), present: counterPresent(&rp.Metrics.SchedFail)})
-		add(f)
-		ml := lb.labels("model_name", sc.Model, "target_model_name", sc.Model)
-		add(familyDef{name: "inference_objective_input_tokens", typ: typHistogram, help: "Inference objective input token count distribution for requests in each model.",
-			metrics: []metricDef{{labels: ml, h: &rp.Metrics.InputH, present: histPresent(&rp.Metrics.InputH)}}})
-		add(familyDef{name: "inference_objective_prompt_cached_tokens", typ: typHistogram, help: "Inference objective prompt cached token count distribution for requests in each model.",
-			metrics: []metricDef{{labels: ml, h: &rp.Metrics.CachedH, present: histPresent(&rp.Metrics.CachedH)}}})
+		e.gieNames()
 	}
 	if gen != scenario.EPP08 {
-		f := familyDef{name: "llm_d_epp_prefix_cache_affinity_filter_decisions", typ: typCounter, help: "Prefix cache affinity filter decisions by outcome."}
-		outs := []gate.Outcome{gate.OutcomeExploration, gate.OutcomeLoadOverride, gate.OutcomeNoMatch, gate.OutcomeNotApplicable, gate.OutcomeSticky}
-		if sc.EPP.Settings.Semantics == gate.SemanticsV2 {
-			outs = append(outs, gate.OutcomeMissingSignal)
-		}
-		sort.Slice(outs, func(i, j int) bool { return outs[i].String() < outs[j].String() })
-		for _, o := range outs {
-			m := metricDef{labels: lb.labels("plugin_name", sc.EPP.Plugin, "outcome", o.String()), geti: ival(&rp.Metrics.Decisions[o])}
-			if lazy {
-				m.present = counterPresent(&rp.Metrics.Decisions[o])
-			}
-			f.metrics = append(f.metrics, m)
-		}
-		add(f)
+		e.decisions()
 	}
+}
+
+// lazy: client_golang vectors, a series exists once first set.
+func (e *eppFamilies) lazy() bool { return e.x.EPP != scenario.EPPSim }
+
+// inFlight adds the in-flight load gauges, per producer and endpoint.
+func (e *eppFamilies) inFlight() {
+	for _, g := range []struct {
+		name, help string
+		vals       []int64
+	}{
+		{"llm_d_epp_inflight_tokens", "Uncached prompt tokens of requests in flight per endpoint, until their first token.", e.rp.Tokens},
+		{"llm_d_epp_inflight_requests", "Requests in flight per endpoint.", e.rp.Reqs},
+	} {
+		f := familyDef{name: g.name, typ: typGauge, help: g.help}
+		for _, prod := range e.x.Producers {
+			for i := range g.vals {
+				m := metricDef{
+					labels: e.lb.labels("endpoint_name", e.x.EndpointName(e.sc, i), "namespace", e.sc.Namespace, "producer_name", prod,
+						"fairness_id", "default", "priority", "0"),
+					geti: ival(&g.vals[i]),
+				}
+				if e.x.LazyInFlight {
+					seen := &e.rp.Seen[i]
+					m.present = func() bool { return *seen }
+				}
+				f.metrics = append(f.metrics, m)
+			}
+		}
+		e.add(f)
+	}
+}
+
+// requests adds the request histograms.
+func (e *eppFamilies) requests() {
+	reqLabels := e.lb.labels("model_name", e.sc.Model, "target_model_name", e.sc.Model, "fairness_id", "default", "priority", "0")
+	hm := func(h *hist.Hist, labels string) metricDef {
+		m := metricDef{labels: labels, h: h}
+		if e.lazy() {
+			m.present = histPresent(h)
+		}
+		return m
+	}
+	e.add(familyDef{name: "llm_d_epp_request_cached_tokens", typ: typHistogram, help: "Cached prompt tokens per request.",
+		metrics: []metricDef{hm(&e.rp.Metrics.CachedH, reqLabels)}})
+	e.add(familyDef{name: "llm_d_epp_request_input_tokens", typ: typHistogram, help: "Prompt tokens per request.",
+		metrics: []metricDef{hm(&e.rp.Metrics.InputH, reqLabels)}})
+	e.add(familyDef{name: "llm_d_epp_request_ttft_seconds", typ: typHistogram, help: "Time to first token in seconds, measured from request received to first response byte.",
+		metrics: []metricDef{hm(&e.rp.Metrics.TTFTH, e.lb.labels("model_name", e.sc.Model, "target_model_name", e.sc.Model, "fairness_id", "default", "priority", "0", "streaming", "true"))}})
+}
+
+// attempts adds the scheduling attempts by status and endpoint.
+func (e *eppFamilies) attempts() {
+	f := familyDef{name: "llm_d_epp_scheduler_attempts", typ: typCounter, help: "Scheduling attempts by status and endpoint."}
+	for i := range e.rp.Metrics.Attempts {
+		m := metricDef{
+			labels: e.lb.labels("status", "success", "target_model_name", e.sc.Model, "endpoint_name", e.x.PodName(e.sc, e.x.PodOf(i)),
+				"namespace", e.sc.Namespace, "port", strconv.Itoa(e.x.Port(i))),
+			geti: ival(&e.rp.Metrics.Attempts[i]),
+		}
+		if e.lazy() {
+			m.present = counterPresent(&e.rp.Metrics.Attempts[i])
+		}
+		f.metrics = append(f.metrics, m)
+	}
+	if e.x.EPP == scenario.EPP010 {
+		// A failed attempt carries empty endpoint labels (metrics.go,
+		// RecordSchedulerAttempt), which Prometheus does not store.
+		f.metrics = append(f.metrics, metricDef{labels: e.lb.labels("status", "failure", "target_model_name", e.sc.Model, "endpoint_name", "",
+			"namespace", "", "port", ""), geti: ival(&e.rp.Metrics.SchedFail), present: counterPresent(&e.rp.Metrics.SchedFail)})
+	}
+	e.add(f)
+}
+
+// gieNames adds the GIE v1.5 names: release-0.8's only ones, still emitted
+// alongside the llm_d_epp_* names by main.
+func (e *eppFamilies) gieNames() {
+	f := familyDef{name: "inference_extension_scheduler_attempts", typ: typCounter, help: "Total number of scheduling attempts."}
+	for i := range e.rp.Metrics.Attempts {
+		f.metrics = append(f.metrics, metricDef{
+			labels: e.lb.labels("status", "success", "target_model_name", e.sc.Model, "pod_name", e.x.PodName(e.sc, e.x.PodOf(i)),
+				"namespace", e.sc.Namespace, "port", strconv.Itoa(e.x.Port(i))),
+			geti: ival(&e.rp.Metrics.Attempts[i]), present: counterPresent(&e.rp.Metrics.Attempts[i]),
+		})
+	}
+	f.metrics = append(f.metrics, metricDef{labels: e.lb.labels("status", "failure", "target_model_name", e.sc.Model, "pod_name", "",
+		"namespace", "", "port", ""), geti: ival(&e.rp.Metrics.SchedFail), present: counterPresent(&e.rp.Metrics.SchedFail)})
+	e.add(f)
+	ml := e.lb.labels("model_name", e.sc.Model, "target_model_name", e.sc.Model)
+	e.add(familyDef{name: "inference_objective_input_tokens", typ: typHistogram, help: "Inference objective input token count distribution for requests in each model.",
+		metrics: []metricDef{{labels: ml, h: &e.rp.Metrics.InputH, present: histPresent(&e.rp.Metrics.InputH)}}})
+	e.add(familyDef{name: "inference_objective_prompt_cached_tokens", typ: typHistogram, help: "Inference objective prompt cached token count distribution for requests in each model.",
+		metrics: []metricDef{{labels: ml, h: &e.rp.Metrics.CachedH, present: histPresent(&e.rp.Metrics.CachedH)}}})
+}
+
+// decisions adds the filter's decisions by outcome.
+func (e *eppFamilies) decisions() {
+	f := familyDef{name: "llm_d_epp_prefix_cache_affinity_filter_decisions", typ: typCounter, help: "Prefix cache affinity filter decisions by outcome."}
+	outs := []gate.Outcome{gate.OutcomeExploration, gate.OutcomeLoadOverride, gate.OutcomeNoMatch, gate.OutcomeNotApplicable, gate.OutcomeSticky}
+	if e.sc.EPP.Settings.Semantics == gate.SemanticsV2 {
+		outs = append(outs, gate.OutcomeMissingSignal)
+	}
+	sort.Slice(outs, func(i, j int) bool { return outs[i].String() < outs[j].String() })
+	for _, o := range outs {
+		m := metricDef{labels: e.lb.labels("plugin_name", e.sc.EPP.Plugin, "outcome", o.String()), geti: ival(&e.rp.Metrics.Decisions[o])}
+		if e.lazy() {
+			m.present = counterPresent(&e.rp.Metrics.Decisions[o])
+		}
+		f.metrics = append(f.metrics, m)
+	}
+	e.add(f)
 }
 
 // addPrefixIndexerFamilies emits the approximate prefix producer's lookup
