@@ -26,12 +26,12 @@ type PD struct {
 }
 
 // RoutePD routes request id (its prompt of prompt tokens ending at leaf)
-// through the decode profile, the decider and (when it
-// disaggregates) the prefill profile, charges the in-flight load of every
-// profile's pick (llm-d-router's in-flight producer charges each profile
-// result's first endpoint) and records the prompt in the prefix index for
-// both picks (the approximate prefix producer records the primary and the
-// "prefill" profile's endpoint).
+// through the decode profile, the decider and (when it disaggregates) the
+// prefill profile, charges the in-flight load of every profile's pick on t
+// (llm-d-router's in-flight producer charges each profile result's first
+// endpoint) and records the prompt in the prefix index for both picks (the
+// approximate prefix producer records the primary and the "prefill"
+// profile's endpoint).
 func (e *EPP) RoutePD(id int64, leaf, prompt int32, t *Ticket) Decision {
 	k := e.ReplicaOf(id)
 	rp := &e.Replicas[k]

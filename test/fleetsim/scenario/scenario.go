@@ -1,3 +1,7 @@
+// Package scenario is what a simulated fleet runs: its pods and engine, its
+// EPP and gate parameters, its workload (session classes, a trace) and
+// phases, decoded from YAML by struct tags with every error located in its
+// file, and validated; the export shapes; multi-day scenarios.
 package scenario
 
 import (
