@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
@@ -13,7 +14,7 @@ import (
 // phases 10 minutes each) at a steady 50 requests/s on its 16 pods.
 func promptShiftHour(b *testing.B) *scenario.Scenario {
 	b.Helper()
-	sc := mustLoad(b, "prompt-shift")
+	sc := fleettest.Load(b, "prompt-shift")
 	sc, err := sc.Compressed(float64(sc.Duration()) / float64(time.Hour))
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
@@ -29,7 +30,7 @@ func shapeOf(t *testing.T, spec string) *scenario.ExportShape {
 func runShape(t *testing.T, sc *scenario.Scenario, x *scenario.ExportShape, last string) (*omFile, *truth.Truth, *sim) {
 	t.Helper()
 	if sc == nil {
-		sc = mustLoad(t, "calibration-1970")
+		sc = fleettest.Load(t, "calibration-1970")
 	}
 	if last == "" {
 		last = sc.Phases[0].Name
@@ -203,7 +204,7 @@ func TestEPPReplicasGateSeesTheSumOnlyWhenSynced(t *testing.T) {
 	for _, synced := range []bool{true, false} {
 		x := shapeOf(t, scenario.ShapeLLMD2026+",eppReplicas=2")
 		x.SyncReplicas = synced
-		sc := mustLoad(t, "calibration-1970")
+		sc := fleettest.Load(t, "calibration-1970")
 		s, err := newSim(sc, Options{Seed: 1, Last: "saturated", Exporters: x}, false)
 		if err != nil {
 			t.Fatal(err)
@@ -302,7 +303,7 @@ func TestVLLMGenerationsExportTheirNames(t *testing.T) {
 // kvPressure is calibration-1970 on a KV pool too small for its load, so
 // admissions fail for blocks and requests get preempted.
 func kvPressure(t *testing.T) *scenario.Scenario {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	sc.Pods.Engine.NumGPUBlocks = 600
 	return sc
 }
@@ -344,7 +345,7 @@ func TestPrefixCacheCountersCountRetriesBeforeTheJuly2026Fix(t *testing.T) {
 // longPrompts is a pod serving rare prompts of several chunks: most steps
 // are prefill-only.
 func longPrompts(t *testing.T) *scenario.Scenario {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	sc.Pods.Count = 1
 	sc.Classes = []scenario.SessionClass{{Name: "long", UserTokens: scenario.Dist{Kind: scenario.DistUniform, Min: 6000, Max: 8000},
 		OutputTokens: scenario.ConstDist(2)}}
@@ -448,7 +449,7 @@ func TestRawKubernetesSDLabelsOnlyInstanceAndJob(t *testing.T) {
 
 func TestShapedRunsAreDeterministic(t *testing.T) {
 	x := shapeOf(t, scenario.ShapeLLMD2026+",dpRanks=2,eppReplicas=2,syncReplicas=false,usageShare=0.5")
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var a, b bytes.Buffer
 	mustRun(t, sc, Options{Seed: 3, Last: "warm", Metrics: &a, Exporters: x})
 	mustRun(t, sc, Options{Seed: 3, Last: "warm", Metrics: &b, Exporters: x})

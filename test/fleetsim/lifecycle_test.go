@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
@@ -15,7 +16,7 @@ import (
 // records, and returns the metrics, the truth and the records.
 func runLifecycle(t *testing.T, spec string) (*omFile, *truth.Truth, []gateRecord, time.Time) {
 	t.Helper()
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var om, rec bytes.Buffer
 	tr, err := Run(context.Background(), sc, Options{Seed: 1, Last: "saturated", Warmup: WarmupAll, Metrics: &om, Records: &rec,
 		Exporters: shapeOf(t, scenario.ShapeLLMD2026+","+spec)})

@@ -105,7 +105,7 @@ func (f *omFile) find(name string, match map[string]string) []*omSeries {
 
 func runMetrics(t *testing.T, name string, mo export.MetricsOptions) ([]byte, *truth.Truth, *scenario.Scenario) {
 	t.Helper()
-	sc := mustLoad(t, name)
+	sc := fleettest.Load(t, name)
 	var b bytes.Buffer
 	tr := mustRun(t, sc, Options{Seed: 1, Metrics: &b, MetricsOptions: mo})
 	return b.Bytes(), tr, sc

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
@@ -16,7 +17,7 @@ import (
 // and two prefill pods under the P/D shape spec, with gate records.
 func runPD(t *testing.T, spec string) (*omFile, *truth.Truth, []gateRecord) {
 	t.Helper()
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var om, rec bytes.Buffer
 	tr, err := Run(context.Background(), sc, Options{Seed: 1, Last: "saturated", Metrics: &om, Records: &rec, Exporters: shapeOf(t, spec)})
 	if err != nil {

@@ -19,7 +19,7 @@ func TestBackfilledMetricsReadBackInARealPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real Prometheus (promtool backfill + server)")
 	}
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	base := time.Now().Add(-sc.Duration() - time.Hour).Truncate(time.Minute)
 	var om bytes.Buffer
 	tr := mustRun(t, sc, Options{Seed: 1, Metrics: &om, BaseTime: base})

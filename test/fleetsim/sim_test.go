@@ -12,19 +12,10 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
-	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
-
-func mustLoad(t testing.TB, name string) *scenario.Scenario {
-	t.Helper()
-	sc, err := scenarios.Load(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
 
 func mustRun(t testing.TB, sc *scenario.Scenario, opt Options) *truth.Truth {
 	t.Helper()
@@ -50,7 +41,7 @@ func runOutputs(t *testing.T, sc *scenario.Scenario, seed uint64) *outputs {
 func TestSameSeedGivesByteIdenticalOutputs(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "prompt-shift"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			if name == "prompt-shift" {
 				// Every phase, compressed 20x to keep the test quick.
 				var err error
@@ -104,7 +95,7 @@ func runToIdle(t *testing.T, s *sim) {
 func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 	for _, name := range []string{"calibration-15928", "hotspot", "steady"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			if name != "calibration-15928" {
 				var err error
 				if sc, err = sc.Compressed(4); err != nil {
@@ -170,7 +161,7 @@ func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 func TestNominalRateIsWhatTheCalibrationRecipeMeasures(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "calibration-15928", "calibration-39065"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name).Clone()
+			sc := fleettest.Load(t, name).Clone()
 			sc.Pods.Count = 1
 			chunk := float64(sc.Pods.Engine.MaxNumBatchedTokens)
 			sc.Classes = []scenario.SessionClass{{Name: "probe", UserTokens: scenario.ConstDist(chunk), OutputTokens: scenario.ConstDist(1)}}
@@ -195,7 +186,7 @@ func TestNominalRateIsWhatTheCalibrationRecipeMeasures(t *testing.T) {
 func TestCalibrationScenariosDrainBelowNominal(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "calibration-15928", "calibration-39065"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			tr := mustRun(t, sc, Options{Seed: 1})
 			if len(tr.Windows) == 0 {
 				t.Fatal("no saturated window")
@@ -247,7 +238,7 @@ func TestCalibrationScenariosDrainBelowNominal(t *testing.T) {
 }
 
 func TestQuietNeverSaturates(t *testing.T) {
-	tr := mustRun(t, mustLoad(t, "quiet"), Options{Seed: 1})
+	tr := mustRun(t, fleettest.Load(t, "quiet"), Options{Seed: 1})
 	if len(tr.Windows) != 0 {
 		t.Errorf("quiet has %d saturated windows, e.g. %+v", len(tr.Windows), tr.Windows[0])
 	}
@@ -262,7 +253,7 @@ func TestQuietNeverSaturates(t *testing.T) {
 }
 
 func TestSinglePhaseRunSeesTheSameRequests(t *testing.T) {
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	last := sc.Phases[len(sc.Phases)-1].Name
 	full := mustRun(t, sc, Options{Seed: 5})
 	one := mustRun(t, sc, Options{Seed: 5, First: last, Last: last, Warmup: 5 * time.Minute})
@@ -289,7 +280,7 @@ func TestSinglePhaseRunSeesTheSameRequests(t *testing.T) {
 }
 
 func TestSettingsOverrideIsPerPhaseAndReported(t *testing.T) {
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	off := epp.DefaultSettings()
 	off.MaxTTFTPenaltyMs = 0 // static gate off: never releases
 	tight := StaticBars(epp.DefaultSettings(), 2000)[0]
@@ -312,7 +303,7 @@ func TestSettingsOverrideIsPerPhaseAndReported(t *testing.T) {
 }
 
 func TestSettingsByPhaseFallsBackToTheScenario(t *testing.T) {
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	tight := StaticBars(epp.DefaultSettings(), 5000)[0]
 	f := SettingsByPhase(sc, map[string]gate.Settings{"afternoon": tight})
 	if f(0) != sc.Phases[0].Settings || f(1) != tight {
@@ -323,14 +314,14 @@ func TestSettingsByPhaseFallsBackToTheScenario(t *testing.T) {
 func TestRunStopsWhenTheContextIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Run(ctx, mustLoad(t, "steady"), Options{Seed: 1})
+	_, err := Run(ctx, fleettest.Load(t, "steady"), Options{Seed: 1})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context = %v", err)
 	}
 }
 
 func TestGateRecordsAreOnePerDecisionInTheDesignFormat(t *testing.T) {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var rec bytes.Buffer
 	tr := mustRun(t, sc, Options{Seed: 1, Records: &rec})
 	lines := strings.Split(strings.TrimSuffix(rec.String(), "\n"), "\n")
@@ -359,7 +350,7 @@ func TestGateRecordsAreOnePerDecisionInTheDesignFormat(t *testing.T) {
 }
 
 func TestTruthJSONIsStable(t *testing.T) {
-	tr := mustRun(t, mustLoad(t, "calibration-1970"), Options{Seed: 1})
+	tr := mustRun(t, fleettest.Load(t, "calibration-1970"), Options{Seed: 1})
 	var b bytes.Buffer
 	if err := tr.WriteJSON(&b); err != nil {
 		t.Fatal(err)

@@ -107,7 +107,7 @@ func TestPromptShiftStaticBarGoesStale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps 36 runs of 30 simulated minutes")
 	}
-	sc := mustLoad(t, "prompt-shift")
+	sc := fleettest.Load(t, "prompt-shift")
 	sw := sweepPhases(t, sc, 1, "night", "evening", "late")
 	early := sw[0]
 	earlyBar, _ := early.best()
@@ -143,7 +143,7 @@ func TestSteadyDefaultIsNearBest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps 24 runs")
 	}
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	for _, ps := range sweepPhases(t, sc, 1, "morning", "afternoon") {
 		bar, best := ps.best()
 		def := ps.def()
@@ -160,7 +160,7 @@ func TestSteadyDefaultIsNearBest(t *testing.T) {
 // TestHotspotPilesLoadOnAFewPods: under the default, sessions pinned to the
 // pods holding a hot repository queue for seconds while other pods idle.
 func TestHotspotPilesLoadOnAFewPods(t *testing.T) {
-	sc := mustLoad(t, "hotspot")
+	sc := fleettest.Load(t, "hotspot")
 	def := mustRun(t, sc, Options{Seed: 1}).Phases[0]
 	var p90s []float64
 	for _, p := range def.Pods {
@@ -183,7 +183,7 @@ func TestHotspotPilesLoadOnAFewPods(t *testing.T) {
 }
 
 func TestSweepRejectsOutputsAndKeepsCandidateOrder(t *testing.T) {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	if _, err := Sweep(context.Background(), sc, Options{Records: &strings.Builder{}}, nil, 1); err == nil {
 		t.Error("Sweep accepted an output writer")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
@@ -69,7 +70,7 @@ func BenchmarkLongRunMemory(b *testing.B) {
 		return traceScenario(b, func(sc *scenario.Scenario) { sc.Phases = sc.Phases[:n] })
 	}
 	afternoon := func(n int) *scenario.Scenario {
-		sc := mustLoad(b, "prompt-shift")
+		sc := fleettest.Load(b, "prompt-shift")
 		sc.Phases = sc.Phases[3:4]
 		sc.Phases[0].Duration = time.Duration(n) * 40 * time.Minute
 		if err := sc.Validate(); err != nil {

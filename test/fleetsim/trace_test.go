@@ -26,7 +26,7 @@ const mooncakeTrace = "traces/mooncake-conversation.jsonl.gz"
 // traceScenario is trace-saturation with its trace shaped by edit.
 func traceScenario(t testing.TB, edit func(sc *scenario.Scenario)) *scenario.Scenario {
 	t.Helper()
-	sc := mustLoad(t, "trace-saturation")
+	sc := fleettest.Load(t, "trace-saturation")
 	if edit != nil {
 		edit(sc)
 	}
@@ -290,7 +290,7 @@ func TestTraceBadLinesAreReportedOrFatal(t *testing.T) {
 // alone after the 10-minute warm-up.
 func traceSweep(t *testing.T, name string, phases ...string) []*phaseSweep {
 	t.Helper()
-	out := sweepPhases(t, mustLoad(t, name), 1, phases...)
+	out := sweepPhases(t, fleettest.Load(t, name), 1, phases...)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: | phase | req/s | prompt p50 | default TTFT p50 / p90 | default wrongly held | best bar | best TTFT p50 / p90 | best wrongly held |\n", name)
 	for _, ps := range out {

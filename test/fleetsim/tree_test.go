@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
 )
 
 // wantRefs recounts every node's holds from the holders themselves: its
@@ -25,7 +27,7 @@ func wantRefs(s *sim) []int32 {
 }
 
 func TestPrefixTreeHoldsExactlyWhatItsHoldersHold(t *testing.T) {
-	sc := mustLoad(t, "trace-drift")
+	sc := fleettest.Load(t, "trace-drift")
 	for i := range sc.Phases {
 		sc.Phases[i].Duration = 4 * time.Minute
 	}

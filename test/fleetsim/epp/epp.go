@@ -275,19 +275,8 @@ func (e *EPP) Route(id int64, leaf, prompt int32, t *Ticket) Decision {
 		}
 	}
 	dec.Chosen = best
-	charge := int64(total-e.matched[best])*int64(e.bs) + beyond
-	t.Tokens = charge
-	t.Epoch = e.epoch
-	t.Rep = uint8(k)
-	t.TokHeld, t.ReqHeld = true, true
-	t.Cached = e.matched[best] * e.bs
-	e.Tokens[best] += charge
-	e.Reqs[best]++
-	if len(e.Replicas) > 1 {
-		rp.Tokens[best] += charge
-		rp.Reqs[best]++
-	}
-	rp.Seen[best] = true
+	e.hold(t, k, best, int64(total-e.matched[best])*int64(e.bs)+beyond)
+	e.charge(rp, best, t.Tokens)
 	e.record(rp.Index, int32(best), leaf)
 	rp.Metrics.Decisions[dec.Outcome]++
 	rp.Metrics.Attempts[best]++
@@ -319,21 +308,32 @@ func (e *EPP) routeActive(id int64, leaf, prompt int32, t *Ticket) Decision {
 	dec := Decision{Total: total, Prefill: -1}
 	best := e.gatePick(pool, &dec, rp, tokens, reqs, total)
 	dec.Chosen = best
-	charge := int64(total-e.matched[best])*int64(e.bs) + beyond
-	t.Tokens, t.Epoch, t.Rep = charge, e.epoch, uint8(k)
-	t.TokHeld, t.ReqHeld = true, true
-	t.Cached = e.matched[best] * e.bs
-	e.Tokens[best] += charge
-	e.Reqs[best]++
-	if len(e.Replicas) > 1 {
-		rp.Tokens[best] += charge
-		rp.Reqs[best]++
-	}
-	rp.Seen[best] = true
+	e.hold(t, k, best, int64(total-e.matched[best])*int64(e.bs)+beyond)
+	e.charge(rp, best, t.Tokens)
 	e.record(rp.Index, int32(best), leaf)
 	rp.Metrics.Attempts[best]++
 	rp.Metrics.observeHit(e.matched[best], total, e.bs)
 	return dec
+}
+
+// hold makes t the ticket of a request routed by replica k to endpoint ep,
+// charging it tokens.
+func (e *EPP) hold(t *Ticket, k, ep int, tokens int64) {
+	t.Tokens, t.Epoch, t.Rep = tokens, e.epoch, uint8(k)
+	t.TokHeld, t.ReqHeld = true, true
+	t.Cached = e.matched[ep] * e.bs
+}
+
+// charge adds tokens and a request to endpoint ep's in-flight load, in the
+// sum over replicas and in replica rp's own, whose series for ep now exist.
+func (e *EPP) charge(rp *Replica, ep int, tokens int64) {
+	e.Tokens[ep] += tokens
+	e.Reqs[ep]++
+	if len(e.Replicas) > 1 {
+		rp.Tokens[ep] += tokens
+		rp.Reqs[ep]++
+	}
+	rp.Seen[ep] = true
 }
 
 // FirstToken releases t's in-flight tokens (and its prefill pick's).

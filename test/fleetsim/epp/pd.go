@@ -56,25 +56,12 @@ func (e *EPP) RoutePD(id int64, leaf, prompt int32, t *Ticket) Decision {
 		}
 	}
 	uncached := func(ep int) int64 { return int64(total-e.matched[ep])*int64(bs) + beyond }
-	charge := func(ep int, tok int64) {
-		e.Tokens[ep] += tok
-		e.Reqs[ep]++
-		if len(e.Replicas) > 1 {
-			rp.Tokens[ep] += tok
-			rp.Reqs[ep]++
-		}
-		rp.Seen[ep] = true
-	}
 	best := dec.Chosen
-	t.Tokens = uncached(best)
-	t.Epoch = e.epoch
-	t.Rep = uint8(k)
-	t.TokHeld, t.ReqHeld = true, true
-	t.Cached = e.matched[best] * bs
-	charge(best, t.Tokens)
+	e.hold(t, k, best, uncached(best))
+	e.charge(rp, best, t.Tokens)
 	if dec.Prefill >= 0 {
 		t.PfEp, t.PfTokens, t.PfHeld, t.PfReqHeld = int32(dec.Prefill), uncached(dec.Prefill), true, true
-		charge(dec.Prefill, t.PfTokens)
+		e.charge(rp, dec.Prefill, t.PfTokens)
 	}
 	e.record(rp.Index, int32(best), leaf)
 	if dec.Prefill >= 0 {

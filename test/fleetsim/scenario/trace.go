@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// TraceSpec is a trace class: requests replayed from a Mooncake-format trace
-// (see workload.TraceReader) beside the scenario's session classes, shaped into the
-// pool. The phases' requestRate and mix drive the session classes only; the
-// trace's rate is its own times Scale (or the scale that reaches
-// TargetUtilization) times the envelope's multiplier of the hour.
+// TraceSpec is a trace class: requests replayed from a Mooncake-format
+// trace (see workload.TraceReader) beside the scenario's session classes,
+// shaped into the pool. The phases' requestRate and mix drive the session
+// classes only; the trace's rate is its own times Scale (or the scale that
+// reaches TargetUtilization) times the envelope's multiplier of the hour.
 type TraceSpec struct {
 	// File is the trace as the scenario names it: relative to the scenario
 	// file's directory, or for built-in scenarios one of the embedded traces
@@ -48,7 +48,7 @@ type TraceSpec struct {
 	DayToDay float64
 	Seed     uint64
 	// Strict fails the run at the trace's first bad line; otherwise bad
-	// lines are counted, skipped and reported in Truth.Trace.
+	// lines are counted, skipped and reported in truth.Truth.Trace.
 	Strict bool
 
 	hour    time.Duration // the envelope's hour in scenario time (0: an hour); Compressed divides it
