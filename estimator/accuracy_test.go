@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
 )
 
 func calibrationVariants() []struct {
 	v        variant
 	wantRank int
 } {
-	legacy := fleetsim.MetricsOptions{LegacyVLLM: true}
-	oldest := fleetsim.MetricsOptions{LegacyVLLM: true, Omit: []string{"vllm:request_prefill_kv_computed_tokens"}}
+	legacy := export.MetricsOptions{LegacyVLLM: true}
+	oldest := export.MetricsOptions{LegacyVLLM: true, Omit: []string{"vllm:request_prefill_kv_computed_tokens"}}
 	var out []struct {
 		v        variant
 		wantRank int

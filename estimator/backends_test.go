@@ -12,6 +12,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/vmharness"
 )
 
@@ -26,7 +27,7 @@ const (
 // hours ago on an hour boundary (samples on the 15 s grid), as buildFixture does.
 func simulateTo(t *testing.T, v variant, dir string) (*simRun, string) {
 	t.Helper()
-	sc, err := fleetsim.LoadScenario(v.scenario)
+	sc, err := scenarios.Load(v.scenario)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
 // pointsQuerier wraps a Querier and records the largest number of points
@@ -86,14 +87,14 @@ func TestNoQueryAsksForMoreThan11kPoints(t *testing.T) {
 // rates ×16, phases ×9). Families the estimator never reads are left out to
 // keep the backfill near 1.5 GB of OpenMetrics text.
 var benchVariant = variant{key: "bench-64x6h", scenario: "calibration-15928", seed: 1,
-	edit: func(sc *fleetsim.Scenario) {
+	edit: func(sc *scenario.Scenario) {
 		sc.Pods.Count = 64
 		for i := range sc.Phases {
 			sc.Phases[i].RequestRate *= 16
 			sc.Phases[i].Duration *= 9
 		}
 	},
-	metrics: fleetsim.MetricsOptions{Omit: []string{
+	metrics: export.MetricsOptions{Omit: []string{
 		"vllm:request_queue_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
 		"vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds", "vllm:request_generation_tokens",
 		"llm_d_epp_request_ttft_seconds",

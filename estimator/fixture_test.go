@@ -14,6 +14,10 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/promharness"
 )
 
@@ -23,8 +27,8 @@ const offGrid = 7 * time.Second
 
 // simRun is one simulator run backfilled into its own real Prometheus.
 type simRun struct {
-	sc    *fleetsim.Scenario
-	truth *fleetsim.Truth
+	sc    *scenario.Scenario
+	truth *truth.Truth
 	base  time.Time
 	srv   *promharness.Server
 	q     *prom.HTTP
@@ -99,10 +103,10 @@ type variant struct {
 	key      string
 	scenario string
 	seed     uint64
-	edit     func(*fleetsim.Scenario)
-	metrics  fleetsim.MetricsOptions
+	edit     func(*scenario.Scenario)
+	metrics  export.MetricsOptions
 	// exporters overrides the scenario's export shape (nil: its own).
-	exporters *fleetsim.ExportShape
+	exporters *scenario.ExportShape
 	// records writes the run's gate records to simRun.records.
 	records bool
 }
@@ -136,7 +140,7 @@ func fixture(t testing.TB, v variant) *simRun {
 }
 
 func buildFixture(bins promharness.Binaries, v variant, dir string) (*simRun, error) {
-	sc, err := fleetsim.LoadScenario(v.scenario)
+	sc, err := scenarios.Load(v.scenario)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +218,7 @@ func buildFixture(bins promharness.Binaries, v variant, dir string) (*simRun, er
 // drainTruth is the simulator's pooled drain-rate truth over the windows
 // inside [from, to]: per pod the time-weighted mean of its saturated
 // windows' drain rate, then the median over pods (as the estimator pools).
-func drainTruth(tr *fleetsim.Truth, base, from, to time.Time) (float64, int) {
+func drainTruth(tr *truth.Truth, base, from, to time.Time) (float64, int) {
 	type acc struct{ work, sec float64 }
 	per := map[string]*acc{}
 	n := 0

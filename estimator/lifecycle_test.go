@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/estimator"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
 // lifecycleRun is calibration-15928 under llm-d-2026 with the departure
 // fields of spec, estimated at its end over the whole run.
 func lifecycleRun(t *testing.T, key, spec string) (*simRun, *estimator.Estimates, time.Time, time.Duration) {
 	t.Helper()
-	x, err := fleetsim.ParseExportShape(fleetsim.ShapeLLMD2026 + "," + spec)
+	x, err := scenario.ParseExportShape(scenario.ShapeLLMD2026 + "," + spec)
 	if err != nil {
 		t.Fatal(err)
 	}

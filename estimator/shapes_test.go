@@ -11,7 +11,8 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
 )
@@ -36,7 +37,7 @@ type shapeCase struct {
 	modelReason estimator.ReasonCode
 	// edit changes the scenario (data-parallel shapes halve the pods to
 	// keep the engines saturated).
-	edit func(*fleetsim.Scenario)
+	edit func(*scenario.Scenario)
 	// pd: a P/D pool; the truth is the gate pool's (the prefill pods).
 	pd bool
 }
@@ -47,11 +48,11 @@ func shapeCases() []shapeCase {
 	}
 	producer := func(t *estimator.Target) { t.InFlightProducer = "inflight-load-producer" }
 	synced := func(t *estimator.Target) { t.SyncedEPPReplicas = true }
-	halfPods := func(sc *fleetsim.Scenario) { sc.Pods.Count /= 2 }
+	halfPods := func(sc *scenario.Scenario) { sc.Pods.Count /= 2 }
 	// P/D: two decode pods and two prefill pods keep the prefill pool
 	// saturated in the saturated phase.
-	pd := fleetsim.ShapeLLMD2026 + ",prefillPods=2"
-	pdPods := func(sc *fleetsim.Scenario) { sc.Pods.Count = 2 }
+	pd := scenario.ShapeLLMD2026 + ",prefillPods=2"
+	pdPods := func(sc *scenario.Scenario) { sc.Pods.Count = 2 }
 	pdSel := func(t *estimator.Target) {
 		t.VLLMSelector = `namespace="llm-d",pod=~"qwen3-32b-(decode|prefill)-[0-9]+"`
 	}
@@ -59,27 +60,27 @@ func shapeCases() []shapeCase {
 		return func(t *estimator.Target) { pdSel(t); t.PDGateProfile = profile }
 	}
 	return []shapeCase{
-		{name: "legacy-sim", spec: fleetsim.ShapeLegacySim},
-		{name: "llm-d-2026", spec: fleetsim.ShapeLLMD2026},
-		{name: "llm-d-mid-2026", spec: fleetsim.ShapeLLMDMid2026},
-		{name: "llm-d-2025", spec: fleetsim.ShapeLLMD2025, noModel: true},
-		{name: "two-producers-named", spec: fleetsim.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer", target: producer},
-		{name: "two-producers-unnamed", spec: fleetsim.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer",
+		{name: "legacy-sim", spec: scenario.ShapeLegacySim},
+		{name: "llm-d-2026", spec: scenario.ShapeLLMD2026},
+		{name: "llm-d-mid-2026", spec: scenario.ShapeLLMDMid2026},
+		{name: "llm-d-2025", spec: scenario.ShapeLLMD2025, noModel: true},
+		{name: "two-producers-named", spec: scenario.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer", target: producer},
+		{name: "two-producers-unnamed", spec: scenario.ShapeLLMD2026 + ",producers=inflight-load-producer,shadow-producer",
 			fixture: "two-producers-named", wantReason: estimator.ReasonInFlightProducerAmbiguous},
 		// Only rank 0 is scraped: the load runs 8 % higher so that the
 		// scraped ranks alone saturate in enough windows.
-		{name: "dp2-port-8000", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2", edit: func(sc *fleetsim.Scenario) {
+		{name: "dp2-port-8000", spec: scenario.ShapeLLMD2026 + ",dpRanks=2", edit: func(sc *scenario.Scenario) {
 			halfPods(sc)
 			for i := range sc.Phases {
 				sc.Phases[i].RequestRate *= 1.08
 			}
 		}},
-		{name: "dp2-all-ranks", spec: fleetsim.ShapeLLMD2026 + ",dpRanks=2,scrapeAllRanks=true", edit: halfPods},
-		{name: "dp2-internal-engines", spec: fleetsim.ShapeLLMD2026 + ",dpEngines=2", edit: halfPods},
-		{name: "epp-replicas-synced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=true", target: synced},
-		{name: "epp-replicas-unsynced", spec: fleetsim.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=false"},
-		{name: "usage-half", spec: fleetsim.ShapeLLMD2026 + ",usageShare=0.5"},
-		{name: "kubernetes-sd", spec: fleetsim.ShapeLLMD2026 + ",scrape=kubernetes-sd", target: jobs,
+		{name: "dp2-all-ranks", spec: scenario.ShapeLLMD2026 + ",dpRanks=2,scrapeAllRanks=true", edit: halfPods},
+		{name: "dp2-internal-engines", spec: scenario.ShapeLLMD2026 + ",dpEngines=2", edit: halfPods},
+		{name: "epp-replicas-synced", spec: scenario.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=true", target: synced},
+		{name: "epp-replicas-unsynced", spec: scenario.ShapeLLMD2026 + ",eppReplicas=2,syncReplicas=false"},
+		{name: "usage-half", spec: scenario.ShapeLLMD2026 + ",usageShare=0.5"},
+		{name: "kubernetes-sd", spec: scenario.ShapeLLMD2026 + ",scrape=kubernetes-sd", target: jobs,
 			wantReason: estimator.ReasonPodLabelMissing},
 		{name: "pd-gate-in-prefill-profile", spec: pd, fixture: "pd", edit: pdPods, target: pdGate(estimator.PDGatePrefill), pd: true},
 		{name: "pd-gate-profile-unset", spec: pd, fixture: "pd", edit: pdPods, target: pdSel, wantReason: estimator.ReasonPDGateProfileUnknown},
@@ -96,13 +97,13 @@ func shapeCases() []shapeCase {
 // later prompts extend the previous one by a short message, so that about
 // half of the gate's decisions are sticky and its wrongly-held rate can be
 // measured; the request rate ×1.25 keeps the saturated phase saturated.
-func multiTurn(sc *fleetsim.Scenario) {
+func multiTurn(sc *scenario.Scenario) {
 	c := &sc.Classes[0]
 	first := c.UserTokens
 	c.FirstUserTokens = &first
-	c.UserTokens = fleetsim.LognormalDist(150, 0.5, 20, 2000)
-	c.Turns = fleetsim.LognormalDist(3, 0.5, 1, 8)
-	c.ThinkSeconds = fleetsim.LognormalDist(8, 1, 0.5, 120)
+	c.UserTokens = scenario.LognormalDist(150, 0.5, 20, 2000)
+	c.Turns = scenario.LognormalDist(3, 0.5, 1, 8)
+	c.ThinkSeconds = scenario.LognormalDist(8, 1, 0.5, 120)
 	for i := range sc.Phases {
 		sc.Phases[i].RequestRate *= 1.25
 	}
@@ -141,7 +142,7 @@ func TestEveryExportShapeIsAccurateOrNamesItsReason(t *testing.T) {
 
 // shapeRow checks one case and renders its table row.
 func shapeRow(t *testing.T, tc shapeCase) string {
-	x, err := fleetsim.ParseExportShape(tc.spec)
+	x, err := scenario.ParseExportShape(tc.spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func shapeRow(t *testing.T, tc shapeCase) string {
 	if key == "" {
 		key = tc.name
 	}
-	edit := func(sc *fleetsim.Scenario) {
+	edit := func(sc *scenario.Scenario) {
 		multiTurn(sc)
 		if tc.edit != nil {
 			tc.edit(sc)
@@ -330,7 +331,7 @@ func TestUnjoinableDataHoldsWithANamedReason(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real Prometheus; skipped under -short")
 	}
-	x, err := fleetsim.ParseExportShape(fleetsim.ShapeLLMD2026)
+	x, err := scenario.ParseExportShape(scenario.ShapeLLMD2026)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ const mInFlightTokens = "llm_d_epp_inflight_tokens"
 // endpoint (a pod's rank; its internal engines summed, in windows where
 // every engine is saturated): per endpoint the time-weighted mean, then the
 // median over endpoints.
-func endpointDrainTruth(tr *fleetsim.Truth, base, from, to time.Time, engines int, pool map[string]bool) (float64, int) {
+func endpointDrainTruth(tr *truth.Truth, base, from, to time.Time, engines int, pool map[string]bool) (float64, int) {
 	type win struct {
 		pod        string
 		rank       int

@@ -21,6 +21,8 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -30,7 +32,7 @@ import (
 // dayPool is a simulated prompt-shift pool in an embedded Prometheus and a
 // tuner target over it (model source, mode off).
 type dayPool struct {
-	sc     *fleetsim.Scenario
+	sc     *scenario.Scenario
 	emb    *prom.Embedded
 	prof   gate.Profile
 	target *tuner.Target
@@ -41,7 +43,7 @@ type dayPool struct {
 // simulatedPool simulates one prompt-shift day (2 h, six 20-minute phases)
 // on a pool scaled to pods into an embedded Prometheus in dir.
 func simulatedPool(b *testing.B, pods int, dir string) *dayPool {
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		b.Fatal(err)
 	}

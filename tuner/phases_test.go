@@ -16,6 +16,10 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -28,7 +32,7 @@ import (
 // guards, against a file-backed EPP config, in mode off.
 type phaseEnv struct {
 	t       *testing.T
-	sc      *fleetsim.Scenario
+	sc      *scenario.Scenario
 	profile gate.Profile
 	policy  config.Policy
 	// metrics, when set, receives the cycles' metrics; cycles > 1 runs that
@@ -39,7 +43,7 @@ type phaseEnv struct {
 }
 
 func newPhaseEnv(t *testing.T, scenario, profile string) *phaseEnv {
-	sc, err := fleetsim.LoadScenario(scenario)
+	sc, err := scenarios.Load(scenario)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +65,13 @@ func newPhaseEnv(t *testing.T, scenario, profile string) *phaseEnv {
 }
 
 // recommend simulates phase with settings cur and runs one tuner cycle at its end.
-func (e *phaseEnv) recommend(phase string, cur gate.Settings, seed uint64) (*tuner.Report, *fleetsim.Truth) {
+func (e *phaseEnv) recommend(phase string, cur gate.Settings, seed uint64) (*tuner.Report, *truth.Truth) {
 	return e.recommendFrom(phase, cur, seed, false)
 }
 
 // recommendFrom is recommend with the decision source chosen: the
 // Prometheus model, or (records) the gate records the simulated EPP wrote.
-func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, records bool) (*tuner.Report, *fleetsim.Truth) {
+func (e *phaseEnv) recommendFrom(phase string, cur gate.Settings, seed uint64, records bool) (*tuner.Report, *truth.Truth) {
 	t := e.t
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -142,14 +146,14 @@ func TestPromptShiftPhaseByPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates prompt-shift several times")
 	}
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
 	def := map[string]float64{}
 	for _, ph := range sc.Phases {
 		tr, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: 1, First: ph.Name, Last: ph.Name,
-			SettingsFor: func(int) gate.Settings { return fleetsim.DefaultSettings() }})
+			SettingsFor: func(int) gate.Settings { return epp.DefaultSettings() }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +163,7 @@ func TestPromptShiftPhaseByPhase(t *testing.T) {
 		for _, profile := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
 			t.Run(source+"/"+profile, func(t *testing.T) {
 				e := newPhaseEnv(t, "prompt-shift", profile)
-				cur := fleetsim.DefaultSettings()
+				cur := epp.DefaultSettings()
 				for i := 0; i+1 < len(e.sc.Phases); i++ {
 					ph, next := e.sc.Phases[i].Name, e.sc.Phases[i+1].Name
 					rep, _ := e.recommendFrom(ph, cur, 1, source == tuner.SourceKindRecords)

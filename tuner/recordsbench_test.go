@@ -15,7 +15,7 @@ import (
 
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -142,7 +142,7 @@ func BenchmarkDayCycleRecords(b *testing.B) {
 		}
 		hours = h
 	}
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/tuner"
 )
 
@@ -36,8 +38,8 @@ func TestModelTracksRecords(t *testing.T) {
 			if ph == "" {
 				ph = e.sc.Phases[len(e.sc.Phases)-1].Name
 			}
-			rate := func(records bool) (float64, *fleetsim.Truth) {
-				rep, tr := e.recommendFrom(ph, fleetsim.DefaultSettings(), 1, records)
+			rate := func(records bool) (float64, *truth.Truth) {
+				rep, tr := e.recommendFrom(ph, epp.DefaultSettings(), 1, records)
 				if rep.Recommendation == nil {
 					t.Fatalf("records %v: no recommendation: %s %+v", records, rep.Result, rep.Hold)
 				}
@@ -73,7 +75,7 @@ func TestHoldsWhereItShould(t *testing.T) {
 		t.Run("steady/"+profile, func(t *testing.T) {
 			e := newPhaseEnv(t, "steady", profile)
 			for _, ph := range e.sc.Phases {
-				rep, _ := e.recommend(ph.Name, fleetsim.DefaultSettings(), 1)
+				rep, _ := e.recommend(ph.Name, epp.DefaultSettings(), 1)
 				if rep.Result != tuner.ResultHeld || rep.Hold == nil {
 					t.Fatalf("%s: result %s, want held", ph.Name, rep.Result)
 				}
@@ -88,7 +90,7 @@ func TestHoldsWhereItShould(t *testing.T) {
 	}
 	t.Run("quiet", func(t *testing.T) {
 		e := newPhaseEnv(t, "quiet", gate.ProfileRouter202608)
-		rep, _ := e.recommend(e.sc.Phases[0].Name, fleetsim.DefaultSettings(), 1)
+		rep, _ := e.recommend(e.sc.Phases[0].Name, epp.DefaultSettings(), 1)
 		// quiet never saturates (the drain rate is inconclusive) and sees few
 		// requests: a data hold — inconclusive, too few decisions, or a
 		// confidence lowered by the sample — or no gain at all.
@@ -104,7 +106,7 @@ func TestHoldsWhereItShould(t *testing.T) {
 	})
 	t.Run("latency-predictor", func(t *testing.T) {
 		e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
-		s := fleetsim.DefaultSettings()
+		s := epp.DefaultSettings()
 		s.Source = gate.SourceLatencyPredictor
 		rep, _ := e.recommend("night", s, 1)
 		if rep.Result != tuner.ResultHeld || rep.Hold == nil || rep.Hold.Reason != tuner.HoldUnsupportedTTFTSource {
@@ -125,7 +127,7 @@ func TestStaticBarTracksTheShift(t *testing.T) {
 	e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
 	first, last := e.sc.Phases[0].Name, e.sc.Phases[len(e.sc.Phases)-1].Name
 	wanted := func(phase string, records bool) float64 {
-		rep, _ := e.recommendFrom(phase, fleetsim.DefaultSettings(), 1, records)
+		rep, _ := e.recommendFrom(phase, epp.DefaultSettings(), 1, records)
 		rec := rep.Recommendation
 		if rec == nil || rec.EffectiveBarTokens == nil {
 			t.Fatalf("%s: no static bar recommended (%s %+v)", phase, rep.Result, rep.Hold)
@@ -141,7 +143,7 @@ func TestStaticBarTracksTheShift(t *testing.T) {
 			bars = append(bars, 286704*math.Exp2(float64(k)/4))
 		}
 		res, err := fleetsim.Sweep(context.Background(), e.sc, fleetsim.Options{Seed: 1, First: phase, Last: phase},
-			fleetsim.StaticBars(fleetsim.DefaultSettings(), bars...), 2)
+			fleetsim.StaticBars(epp.DefaultSettings(), bars...), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +207,7 @@ func TestShadowCountersCountEachDecisionOnce(t *testing.T) {
 	}
 	var first float64
 	e.cycles, e.afterCycle = 2, func(int) { first = total() }
-	rep, _ := e.recommend("night", fleetsim.DefaultSettings(), 1)
+	rep, _ := e.recommend("night", epp.DefaultSettings(), 1)
 	if rep.Recommendation == nil {
 		t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
 	}
@@ -225,7 +227,7 @@ func TestRestartGuardSidesAreExported(t *testing.T) {
 	}
 	e := newPhaseEnv(t, "prompt-shift", gate.ProfileRouter202608)
 	e.metrics = exporter.New("test", "test")
-	rep, _ := e.recommend("evening", fleetsim.DefaultSettings(), 1)
+	rep, _ := e.recommend("evening", epp.DefaultSettings(), 1)
 	if rep.Recommendation == nil {
 		t.Fatalf("no recommendation: %s %+v", rep.Result, rep.Hold)
 	}

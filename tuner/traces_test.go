@@ -8,6 +8,8 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/tuner"
 )
 
@@ -23,14 +25,14 @@ func TestTraceDriftPhaseByPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates trace-drift several times")
 	}
-	sc, err := fleetsim.LoadScenario("trace-drift")
+	sc, err := scenarios.Load("trace-drift")
 	if err != nil {
 		t.Fatal(err)
 	}
 	def := map[string]float64{}
 	for _, ph := range sc.Phases[1:] {
 		tr, err := fleetsim.Run(context.Background(), sc, fleetsim.Options{Seed: 1, First: ph.Name, Last: ph.Name,
-			SettingsFor: func(int) gate.Settings { return fleetsim.DefaultSettings() }})
+			SettingsFor: func(int) gate.Settings { return epp.DefaultSettings() }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +42,7 @@ func TestTraceDriftPhaseByPhase(t *testing.T) {
 		for _, profile := range []string{gate.ProfileRouter202608, gate.ProfilePenaltyMode} {
 			t.Run(source+"/"+profile, func(t *testing.T) {
 				e := newPhaseEnv(t, "trace-drift", profile)
-				cur := fleetsim.DefaultSettings()
+				cur := epp.DefaultSettings()
 				var table strings.Builder
 				for i := 0; i+1 < len(e.sc.Phases); i++ {
 					ph, next := e.sc.Phases[i].Name, e.sc.Phases[i+1].Name

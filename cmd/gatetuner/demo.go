@@ -17,6 +17,10 @@ import (
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/dayloop"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -63,7 +67,7 @@ to the compressed day (docs/benchmarks.md has the run time).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), a, &o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.scenario, "scenario", "prompt-shift", "scenario: "+strings.Join(fleetsim.ScenarioNames(), ", "))
+	f.StringVar(&o.scenario, "scenario", "prompt-shift", "scenario: "+strings.Join(scenarios.Names(), ", "))
 	f.StringVar(&o.plugin, "plugin", "", "name of the filter instance in the demo's EPP config, which the daemon manages (default: the scenario's)")
 	f.StringVar(&o.profile, "profile", gate.ProfileRouter202608, "EPP build profile of the simulated EPP ("+gate.ProfilePenaltyMode+" lets the tuner use penaltyMode: matchedTokens)")
 	f.Uint64Var(&o.seed, "seed", 1, "simulator seed")
@@ -99,7 +103,7 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	if o.days < 1 {
 		return usageErr("--days must be at least 1, got %d", o.days)
 	}
-	sc, err := fleetsim.Days(one, o.days)
+	sc, err := scenario.Days(one, o.days)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -141,7 +145,7 @@ func runDemo(ctx context.Context, a *app, o *demoOpts) error {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	base := fleetsim.DefaultSettings()
+	base := epp.DefaultSettings()
 	fmt.Fprintf(out, "gatetuner demo: %s, %d pods, %d simulated day(s) of %s in %d phases; profile %s\n", one.Name, sc.Pods.Count, sc.DayCount(), sc.DayDuration(), len(one.Phases), prof.Name)
 	fmt.Fprintf(out, "EPP config: %s (starts at the EPP defaults: %s)\n", loop.Path(), (&base).String())
 	fmt.Fprintf(out, "metrics:    http://%s/metrics   decision records: http://%s/reports\n", ln.Addr(), ln.Addr())
@@ -223,8 +227,8 @@ func printCycle(w io.Writer, r *tuner.Report, vt, start time.Time, phase string,
 
 // summarize compares the last simulated day, tuned, with the same day
 // (same seed) on the untouched default settings.
-func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uint64, res *dayloop.Result, changes []phaseChange) error {
-	def := fleetsim.DefaultSettings()
+func summarize(ctx context.Context, w io.Writer, sc *scenario.Scenario, seed uint64, res *dayloop.Result, changes []phaseChange) error {
+	def := epp.DefaultSettings()
 	day := sc.DayCount()
 	whole, err := fleetsim.Run(ctx, sc, fleetsim.Options{Seed: seed, SettingsFor: func(int) gate.Settings { return def }})
 	if err != nil {
@@ -238,7 +242,7 @@ func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uin
 		if tp == nil {
 			continue
 		}
-		_, name, _ := fleetsim.SplitDayPhase(p.Name)
+		_, name, _ := scenario.SplitDayPhase(p.Name)
 		fmt.Fprintf(w, "%-10s %-26s %-26s\n", name, pctp(p.WronglyHeldRate)+" → "+pctp(tp.WronglyHeldRate),
 			fmt.Sprintf("%.2f → %.2f", p.TTFT.P90, tp.TTFT.P90))
 	}
@@ -273,11 +277,11 @@ func summarize(ctx context.Context, w io.Writer, sc *fleetsim.Scenario, seed uin
 }
 
 // lastDay is tr with only day's phases (the per-day pools kept).
-func lastDay(tr *fleetsim.Truth, day int) *fleetsim.Truth {
+func lastDay(tr *truth.Truth, day int) *truth.Truth {
 	c := *tr
 	c.Phases = nil
 	for _, p := range tr.Phases {
-		if d, _, ok := fleetsim.SplitDayPhase(p.Name); ok && d == day {
+		if d, _, ok := scenario.SplitDayPhase(p.Name); ok && d == day {
 			c.Phases = append(c.Phases, p)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/sink"
@@ -155,7 +155,7 @@ type phaseChange struct {
 
 // writeCosts says plainly where the tuned day did worse than the default
 // and why, from the bars that were in force.
-func writeCosts(w io.Writer, base, tuned *fleetsim.Truth, defBar float64, changes []phaseChange) {
+func writeCosts(w io.Writer, base, tuned *truth.Truth, defBar float64, changes []phaseChange) {
 	var lines []string
 	inForce := defBar
 	ci := 0
@@ -222,7 +222,7 @@ func tokensShort(v float64) string {
 }
 
 // overallVerdict is the summary's last word on the whole run.
-func overallVerdict(base, tuned fleetsim.OverallTruth) string {
+func overallVerdict(base, tuned truth.OverallTruth) string {
 	d, t := base.TTFT.P90, tuned.TTFT.P90
 	switch {
 	case d <= 0:

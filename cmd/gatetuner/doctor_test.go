@@ -18,6 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/test/simenv"
@@ -28,9 +31,9 @@ import (
 // simulatedPrometheus runs calibration-1970 under an export shape into a
 // real Prometheus (promtool backfill) and returns its URL and the time
 // just after the run's end.
-func simulatedPrometheus(t *testing.T, sc *fleetsim.Scenario, shape string) (string, time.Time) {
+func simulatedPrometheus(t *testing.T, sc *scenario.Scenario, shape string) (string, time.Time) {
 	t.Helper()
-	x, err := fleetsim.ParseExportShape(shape)
+	x, err := scenario.ParseExportShape(shape)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ spec:
 // is named podPort, a vLLM PodMonitor scraping monitorPort, an EPP Service
 // whose metrics port is named svcPort and an EPP ServiceMonitor scraping
 // eppMonitorPort.
-func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns, image, podPort, monitorPort, svcPort, eppMonitorPort string) {
+func eppNamespace(t *testing.T, env *kubeharness.Env, sc *scenario.Scenario, ns, image, podPort, monitorPort, svcPort, eppMonitorPort string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.CreateNamespace(ctx, ns); err != nil {
@@ -132,7 +135,7 @@ func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns,
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "epp-config", Namespace: ns},
-		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))}}
+		Data: map[string]string{"config.yaml": string(simenv.EPPConfig(sc, epp.DefaultSettings(), false))}}
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +155,9 @@ func eppNamespace(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns,
 
 // pdConfigMap replaces ns's EPP config with a P/D one: llm-d-router's
 // sample disagg-profile-handler setup with the filter in the prefill profile.
-func pdConfigMap(t *testing.T, env *kubeharness.Env, sc *fleetsim.Scenario, ns string) {
+func pdConfigMap(t *testing.T, env *kubeharness.Env, sc *scenario.Scenario, ns string) {
 	t.Helper()
-	base := string(simenv.EPPConfig(sc, fleetsim.DefaultSettings(), false))
+	base := string(simenv.EPPConfig(sc, epp.DefaultSettings(), false))
 	i := strings.Index(base, "schedulingProfiles:")
 	text := base[:i] + `- type: prefill-filter
 - type: decode-filter
@@ -262,18 +265,18 @@ func TestDoctorOnARealClusterAndPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a real Prometheus and API server")
 	}
-	sc, err := fleetsim.LoadScenario("calibration-1970")
+	sc, err := scenarios.Load("calibration-1970")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.EPP.Plugin = "prefill-affinity"
-	healthy, at := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026)
-	rawSD, atSD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",scrape=kubernetes-sd")
-	twoProducers, atTwo := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",producers=inflight-load-producer,shadow-producer")
+	healthy, at := simulatedPrometheus(t, sc, scenario.ShapeLLMD2026)
+	rawSD, atSD := simulatedPrometheus(t, sc, scenario.ShapeLLMD2026+",scrape=kubernetes-sd")
+	twoProducers, atTwo := simulatedPrometheus(t, sc, scenario.ShapeLLMD2026+",producers=inflight-load-producer,shadow-producer")
 	dp := sc.Clone()
 	dp.Pods.Count /= 2 // two ranks per pod: as many engines, as saturated
-	dpRanks, atDP := simulatedPrometheus(t, dp, fleetsim.ShapeLLMD2026+",dpRanks=2")
-	pd, atPD := simulatedPrometheus(t, sc, fleetsim.ShapeLLMD2026+",prefillPods=2")
+	dpRanks, atDP := simulatedPrometheus(t, dp, scenario.ShapeLLMD2026+",dpRanks=2")
+	pd, atPD := simulatedPrometheus(t, sc, scenario.ShapeLLMD2026+",prefillPods=2")
 	pdSel := `namespace="llm-d",pod=~"` + sc.Pods.NamePrefix + `-[0-9]+|` + sc.PrefillNamePrefix() + `-[0-9]+"`
 	env := kubeharness.Start(t)
 	if err := env.ApplyManifests(context.Background(), []byte(podMonitorCRD)); err != nil {

@@ -15,6 +15,9 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/daemon"
@@ -114,7 +117,7 @@ type estimateSetup struct {
 	target estimator.Target
 	cfg    estimator.Config
 	at     time.Time
-	sc     *fleetsim.Scenario
+	sc     *scenario.Scenario
 }
 
 func (o *estimateOpts) setup() (*estimateSetup, error) {
@@ -207,13 +210,13 @@ func (o *estimateOpts) checkFlags() error {
 
 // loadScenario loads --scenario (shaped by the trace flags) with the
 // --exporters shape.
-func (o *estimateOpts) loadScenario() (*fleetsim.Scenario, error) {
+func (o *estimateOpts) loadScenario() (*scenario.Scenario, error) {
 	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return nil, asUsage(err)
 	}
 	if o.exporters != "" {
-		x, err := fleetsim.ParseExportShape(o.exporters)
+		x, err := scenario.ParseExportShape(o.exporters)
 		if err != nil {
 			return nil, usageErr("--exporters: %v", err)
 		}
@@ -233,7 +236,7 @@ type seriesSelection struct {
 // namespace, pods (a P/D pool's decode and prefill pods, and its gate
 // profile, unless the vLLM pods are selected by flag), EPP pod and engine
 // limits.
-func scenarioDefaults(t *estimator.Target, sel *seriesSelection, sc *fleetsim.Scenario) {
+func scenarioDefaults(t *estimator.Target, sel *seriesSelection, sc *scenario.Scenario) {
 	def := simenv.EstimatorTarget(sc)
 	if t.Name == "" {
 		t.Name = def.Name
@@ -295,11 +298,11 @@ func (o *estimateOpts) prior() (*estimator.Prior, error) {
 	return nil, nil
 }
 
-func loadScenario(name string) (*fleetsim.Scenario, error) {
+func loadScenario(name string) (*scenario.Scenario, error) {
 	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.ContainsRune(name, os.PathSeparator) {
-		return fleetsim.LoadScenarioFile(name)
+		return scenario.LoadFile(name)
 	}
-	return fleetsim.LoadScenario(name)
+	return scenarios.Load(name)
 }
 
 func (o *estimateOpts) httpQuerier() (*prom.HTTP, error) {
@@ -390,10 +393,10 @@ func estimateExit(url string, e *estimator.Estimates) error {
 
 // fillFromScenario runs the simulator into the embedded TSDB through its
 // OpenMetrics output; the run ends a minute before now.
-func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, seed uint64, legacy bool) (time.Time, error) {
+func fillFromScenario(ctx context.Context, emb *prom.Embedded, sc *scenario.Scenario, seed uint64, legacy bool) (time.Time, error) {
 	base := time.Now().Add(-sc.Duration() - time.Minute).Truncate(time.Minute)
 	_, end, err := simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: seed, BaseTime: base,
-		MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: legacy}})
+		MetricsOptions: export.MetricsOptions{LegacyVLLM: legacy}})
 	return end, err
 }
 

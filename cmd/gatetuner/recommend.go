@@ -14,6 +14,7 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -63,7 +64,7 @@ target held (with -o patch nothing of it is printed; the hold is on stderr).`,
 	f.StringVar(&o.target, "target", "", "only this target")
 	f.StringVarP(&o.output, "output", "o", "text", "text, json or patch")
 	f.StringVar(&o.patchFile, "patch-file", "", "with --output patch: splice the change into this file (EPP config or ConfigMap manifest) and print its patch")
-	f.StringVar(&o.scenario, "scenario", "", "simulate this scenario (or YAML file) instead of reading Prometheus: "+strings.Join(fleetsim.ScenarioNames(), ", "))
+	f.StringVar(&o.scenario, "scenario", "", "simulate this scenario (or YAML file) instead of reading Prometheus: "+strings.Join(scenarios.Names(), ", "))
 	f.StringVar(&o.eppConfig, "epp-config", "", "with --scenario: the EPP config the fleet runs")
 	f.StringVar(&o.plugin, "plugin", "", "with --scenario: the filter instance in --epp-config (default: the only one)")
 	f.StringVar(&o.profile, "profile", gate.DefaultProfileName, "with --scenario: the EPP build profile")

@@ -16,6 +16,13 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	simlive "github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
+	"github.com/gatetuner/gatetuner/test/fleetsim/workload"
 )
 
 func init() { commands = append(commands, newSimulateCmd) }
@@ -59,7 +66,7 @@ scenario) keeps its own rate: --trace-scale or --trace-utilization set it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd.Context(), a, &o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.scenario, "scenario", "", "scenario name or YAML file: "+strings.Join(fleetsim.ScenarioNames(), ", "))
+	f.StringVar(&o.scenario, "scenario", "", "scenario name or YAML file: "+strings.Join(scenarios.Names(), ", "))
 	f.Uint64Var(&o.seed, "seed", 1, "random seed (same seed, same output)")
 	f.StringVar(&o.eppConfig, "epp-config", "", "take the gate settings from this EPP config instead of the scenario's")
 	f.StringVar(&o.plugin, "plugin", "", "filter instance in the EPP config (default: the scenario's plugin, else the only one)")
@@ -72,7 +79,7 @@ scenario) keeps its own rate: --trace-scale or --trace-utilization set it.`,
 	f.StringVar(&o.truth, "truth", "", "write the ground truth JSON here (- for stdout)")
 	f.BoolVar(&o.legacy, "legacy-vllm", false, "emulate older vLLM builds (no prompt_tokens_by_source_total, no prompt_tokens_cached_total)")
 	f.StringVar(&o.exporters, "exporters", "", "export shape NAME[,key=value...] overriding the scenario's (shapes: "+
-		strings.Join(fleetsim.ExportShapeNames(), ", ")+"; default "+fleetsim.DefaultExportShape+"; fields as in the scenario's exporters:)")
+		strings.Join(scenario.ExportShapeNames(), ", ")+"; default "+scenario.DefaultExportShape+"; fields as in the scenario's exporters:)")
 	f.BoolVar(&o.live, "live", false, "run in real time, serving /metrics")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9400", "with --live: serve /metrics here")
 	f.Float64Var(&o.timeScale, "time-scale", 1, "with --live: divide phase durations (and diurnal periods, a trace envelope's hours) by this; rates and a trace's gaps are unchanged")
@@ -144,17 +151,17 @@ func runSimulate(ctx context.Context, a *app, o *simulateOpts) error {
 
 // load loads the scenario with the --exporters shape, the profile, and the
 // filter instance of --epp-config (checked as every other command reads it).
-func (o *simulateOpts) load() (*fleetsim.Scenario, gate.Profile, string, error) {
+func (o *simulateOpts) load() (*scenario.Scenario, gate.Profile, string, error) {
 	o.scenario = o.trace.scenario(o.scenario)
 	if o.scenario == "" {
-		return nil, gate.Profile{}, "", usageErr("--scenario is required (%s, or a YAML file)", strings.Join(fleetsim.ScenarioNames(), ", "))
+		return nil, gate.Profile{}, "", usageErr("--scenario is required (%s, or a YAML file)", strings.Join(scenarios.Names(), ", "))
 	}
 	sc, err := o.trace.load(o.scenario)
 	if err != nil {
 		return nil, gate.Profile{}, "", asUsage(err)
 	}
 	if o.exporters != "" {
-		x, err := fleetsim.ParseExportShape(o.exporters)
+		x, err := scenario.ParseExportShape(o.exporters)
 		if err != nil {
 			return nil, gate.Profile{}, "", usageErr("--exporters: %v", err)
 		}
@@ -195,7 +202,7 @@ func (o *simulateOpts) load() (*fleetsim.Scenario, gate.Profile, string, error) 
 // batchOptions are the batch run's options: seed, measured phases, base
 // time, the legacy vLLM names, and --epp-config's settings.
 func (o *simulateOpts) batchOptions(prof gate.Profile, plugin string) (fleetsim.Options, error) {
-	opt := fleetsim.Options{Seed: o.seed, First: o.first, Last: o.last, MetricsOptions: fleetsim.MetricsOptions{LegacyVLLM: o.legacy}}
+	opt := fleetsim.Options{Seed: o.seed, First: o.first, Last: o.last, MetricsOptions: export.MetricsOptions{LegacyVLLM: o.legacy}}
 	if o.baseTime != "" {
 		t, err := time.Parse(time.RFC3339, o.baseTime)
 		if err != nil {
@@ -204,7 +211,7 @@ func (o *simulateOpts) batchOptions(prof gate.Profile, plugin string) (fleetsim.
 		opt.BaseTime = t
 	}
 	if o.eppConfig != "" {
-		s, err := (fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings()
+		s, err := (epp.ConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}).LoadSettings()
 		if err != nil {
 			return opt, asUsage(err)
 		}
@@ -214,7 +221,7 @@ func (o *simulateOpts) batchOptions(prof gate.Profile, plugin string) (fleetsim.
 }
 
 // writeTruth writes the ground truth JSON to --truth (atomically), when given.
-func (o *simulateOpts) writeTruth(tr *fleetsim.Truth) error {
+func (o *simulateOpts) writeTruth(tr *truth.Truth) error {
 	if o.truth == "" {
 		return nil
 	}
@@ -229,7 +236,7 @@ func (o *simulateOpts) writeTruth(tr *fleetsim.Truth) error {
 	return f.Commit()
 }
 
-func writeTruthText(w io.Writer, sc *fleetsim.Scenario, tr *fleetsim.Truth) {
+func writeTruthText(w io.Writer, sc *scenario.Scenario, tr *truth.Truth) {
 	fmt.Fprintf(w, "%s: %d pods, seed %d\n", sc.Name, sc.Pods.Count, tr.Seed)
 	fmt.Fprintf(w, "%-10s %-28s %8s %9s %10s %10s %11s %9s %10s\n", "phase", "settings", "req/s", "prompt", "TTFT p50", "TTFT p90", "cache hit", "wr.held", "drain")
 	for _, p := range tr.Phases {
@@ -243,8 +250,8 @@ func writeTruthText(w io.Writer, sc *fleetsim.Scenario, tr *fleetsim.Truth) {
 	}
 }
 
-func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.Scenario, prof gate.Profile, plugin string) error {
-	lo := fleetsim.LiveOptions{Seed: o.seed, TimeScale: o.timeScale, Logger: quietLogger()}
+func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *scenario.Scenario, prof gate.Profile, plugin string) error {
+	lo := simlive.Options{Seed: o.seed, TimeScale: o.timeScale, Logger: quietLogger()}
 	var client kubernetes.Interface
 	switch {
 	case o.configMap != "":
@@ -259,11 +266,11 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return asUsage(err)
 		}
-		lo.Settings = fleetsim.ConfigMapSettings{Client: client, Namespace: o.namespace, Name: o.configMap, Key: o.key, Plugin: plugin, Profile: prof}
+		lo.Settings = simlive.ConfigMapSettings{Client: client, Namespace: o.namespace, Name: o.configMap, Key: o.key, Plugin: plugin, Profile: prof}
 	case o.eppConfig != "":
-		lo.Settings = fleetsim.EPPConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}
+		lo.Settings = epp.ConfigFile{Path: o.eppConfig, Plugin: plugin, Profile: prof}
 	}
-	live, err := fleetsim.NewLive(sc, lo)
+	live, err := simlive.New(sc, lo)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -282,7 +289,7 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 	defer cancel()
 	if client != nil && o.deployment != "" {
 		go func() {
-			if err := fleetsim.PlayEPP(ctx, client, o.namespace, o.deployment, live, 2*time.Second, quietLogger()); err != nil && ctx.Err() == nil {
+			if err := simlive.PlayEPP(ctx, client, o.namespace, o.deployment, live, 2*time.Second, quietLogger()); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(a.stderr, "gatetuner: playing deployment %s: %v\n", o.deployment, err)
 			}
 		}()
@@ -303,7 +310,7 @@ func runSimulateLive(ctx context.Context, a *app, o *simulateOpts, sc *fleetsim.
 
 // writeLiveTraceText says how a live run shapes its trace: the trace keeps
 // its own rate, --time-scale compresses the phases and the envelope's hours.
-func writeLiveTraceText(w io.Writer, sc *fleetsim.Scenario, tt *fleetsim.TraceTruth, timeScale float64) {
+func writeLiveTraceText(w io.Writer, sc *scenario.Scenario, tt *workload.TraceTruth, timeScale float64) {
 	if timeScale <= 0 {
 		timeScale = 1
 	}

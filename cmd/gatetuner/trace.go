@@ -9,7 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // traceBaseScenario is the scenario --trace shapes when no --scenario is given.
@@ -56,7 +57,7 @@ func (t *traceFlags) scenario(name string) string {
 }
 
 // load loads the scenario and shapes its trace with the flags.
-func (t *traceFlags) load(name string) (*fleetsim.Scenario, error) {
+func (t *traceFlags) load(name string) (*scenario.Scenario, error) {
 	sc, err := loadScenario(t.scenario(name))
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func (t *traceFlags) load(name string) (*fleetsim.Scenario, error) {
 	return sc, nil
 }
 
-func (t *traceFlags) apply(sc *fleetsim.Scenario) error {
+func (t *traceFlags) apply(sc *scenario.Scenario) error {
 	if t.fs.Changed("pods") {
 		sc.Pods.Count = t.pods
 	}
@@ -82,7 +83,7 @@ func (t *traceFlags) apply(sc *fleetsim.Scenario) error {
 	}
 	if t.file != "" {
 		if sc.Trace == nil {
-			sc.Trace = &fleetsim.TraceSpec{Scale: 1, Loop: true, Seed: 1}
+			sc.Trace = &scenario.TraceSpec{Scale: 1, Loop: true, Seed: 1}
 		}
 		sc.Trace.UseFile(t.file)
 	}
@@ -151,7 +152,7 @@ func parseEnvelope(s string) ([]float64, error) {
 
 // writeTraceText reports the trace class of a run: the scale in force and
 // the bad lines skipped.
-func writeTraceText(w io.Writer, tr *fleetsim.Truth) {
+func writeTraceText(w io.Writer, tr *truth.Truth) {
 	t := tr.Trace
 	if t == nil {
 		return

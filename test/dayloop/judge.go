@@ -9,6 +9,9 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // Judge runs the pure simulations a closed loop's day is judged against
@@ -22,13 +25,13 @@ type Judge struct {
 	Warmup time.Duration
 
 	mu    sync.Mutex
-	cache map[string]*fleetsim.Truth
+	cache map[string]*truth.Truth
 }
 
 // Runs returns, for each constant setting, the truth of the judged day
 // (1-based) of sc run on it all along with the given seed; runs already
 // made are not repeated.
-func (j *Judge) Runs(ctx context.Context, sc *fleetsim.Scenario, seed uint64, day int, settings []gate.Settings) ([]fleetsim.SweepResult, error) {
+func (j *Judge) Runs(ctx context.Context, sc *scenario.Scenario, seed uint64, day int, settings []gate.Settings) ([]fleetsim.SweepResult, error) {
 	if day < 1 || day > sc.DayCount() {
 		return nil, fmt.Errorf("judge %s: no day %d (it has %d)", sc.Name, day, sc.DayCount())
 	}
@@ -38,7 +41,7 @@ func (j *Judge) Runs(ctx context.Context, sc *fleetsim.Scenario, seed uint64, da
 	var at []int
 	j.mu.Lock()
 	if j.cache == nil {
-		j.cache = map[string]*fleetsim.Truth{}
+		j.cache = map[string]*truth.Truth{}
 	}
 	for i, st := range settings {
 		keys[i] = fmt.Sprintf("%s|%d×%d|%s|seed %d|day %d|warmup %s|%+v", sc.Name, sc.DayCount(), sc.DayPhases, sc.Duration(), seed, day, j.Warmup, st)
@@ -81,7 +84,7 @@ func (j *Judge) Runs(ctx context.Context, sc *fleetsim.Scenario, seed uint64, da
 // and none. (The tuner's own grid is 2^(1/4) apart; these are every fourth
 // point of it, to keep the sweeps within the test budget.)
 func Constants(prof gate.Profile) []gate.Settings {
-	def := fleetsim.DefaultSettings()
+	def := epp.DefaultSettings()
 	bar := def.BarTokens()
 	var bars []float64
 	for k := 0; k >= -6; k-- {
@@ -120,7 +123,7 @@ type Verdict struct {
 	Day  int
 	Rows []PhaseRow
 	// Default, Tuned and Best pool the day's requests.
-	Default, Tuned, Best fleetsim.OverallTruth
+	Default, Tuned, Best truth.OverallTruth
 	BestSettings         gate.Settings
 	// Gap is (default − best) / default TTFT p90 over the day.
 	Gap float64
@@ -135,7 +138,7 @@ type Verdict struct {
 // NewVerdict judges day (1-based) of a closed loop's truth against the
 // default's run and the sweep (the best constant is the lowest TTFT p90
 // over the day's requests).
-func NewVerdict(day int, tuned, def *fleetsim.Truth, sweep []fleetsim.SweepResult) (*Verdict, error) {
+func NewVerdict(day int, tuned, def *truth.Truth, sweep []fleetsim.SweepResult) (*Verdict, error) {
 	if len(tuned.Days) < day || len(def.Days) < day {
 		return nil, fmt.Errorf("judge day %d: the truths hold no such day", day)
 	}
@@ -158,7 +161,7 @@ func NewVerdict(day int, tuned, def *fleetsim.Truth, sweep []fleetsim.SweepResul
 		v.Closed = (d - t) / (d - b)
 	}
 	for _, dp := range def.Phases {
-		dd, name, ok := fleetsim.SplitDayPhase(dp.Name)
+		dd, name, ok := scenario.SplitDayPhase(dp.Name)
 		if !ok || dd != day {
 			continue
 		}

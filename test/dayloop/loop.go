@@ -24,6 +24,10 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -33,8 +37,8 @@ import (
 
 // Options configure one closed-loop run.
 type Options struct {
-	// Scenario is what the fleet plays (fleetsim.Days for several days).
-	Scenario *fleetsim.Scenario
+	// Scenario is what the fleet plays (scenario.Days for several days).
+	Scenario *scenario.Scenario
 	// Profile is the simulated EPP's build profile.
 	Profile gate.Profile
 	// Source is the decision source: config.SourceModel (default) or
@@ -86,7 +90,7 @@ type Apply struct {
 
 // Result is what a run did and what really happened.
 type Result struct {
-	Truth   *fleetsim.Truth
+	Truth   *truth.Truth
 	Applies []Apply
 	// Holds counts the held cycles by reason.
 	Holds  map[string]int
@@ -98,11 +102,11 @@ type Result struct {
 // Loop is a prepared closed loop; Run plays it once.
 type Loop struct {
 	opt      Options
-	sc       *fleetsim.Scenario
+	sc       *scenario.Scenario
 	start    time.Time
 	clk      *testingclock.FakeClock
 	path     string
-	live     *fleetsim.Live
+	live     *live.Fleet
 	emb      *prom.Embedded
 	d        *daemon.Daemon
 	tg       *tuner.Target
@@ -153,11 +157,11 @@ func (l *Loop) build(ctx context.Context) error {
 	l.clk = testingclock.NewFakeClock(l.start)
 	now := l.clk.Now
 	var err error
-	if l.path, err = simenv.WriteEPPConfig(opt.Dir, sc, fleetsim.DefaultSettings(), false); err != nil {
+	if l.path, err = simenv.WriteEPPConfig(opt.Dir, sc, epp.DefaultSettings(), false); err != nil {
 		return fmt.Errorf("dayloop: write the EPP config: %w", err)
 	}
-	lopt := fleetsim.LiveOptions{Seed: opt.Seed, Start: l.start, Now: now, Logger: discard(),
-		Settings: fleetsim.EPPConfigFile{Path: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile}}
+	lopt := live.Options{Seed: opt.Seed, Start: l.start, Now: now, Logger: discard(),
+		Settings: epp.ConfigFile{Path: l.path, Plugin: sc.EPP.Plugin, Profile: opt.Profile}}
 	recPath := filepath.Join(opt.Dir, "records.jsonl")
 	if opt.Source == config.SourceRecords {
 		if l.records, err = os.Create(recPath); err != nil {
@@ -166,7 +170,7 @@ func (l *Loop) build(ctx context.Context) error {
 		l.closers = append(l.closers, func() { _ = l.records.Close() })
 		lopt.Records = l.records
 	}
-	if l.live, err = fleetsim.NewLive(sc, lopt); err != nil {
+	if l.live, err = live.New(sc, lopt); err != nil {
 		return err
 	}
 	metrics := opt.Metrics

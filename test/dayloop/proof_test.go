@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
@@ -62,7 +63,7 @@ func TestDayTwoProof(t *testing.T) {
 	j := &Judge{Workers: 2} // exact: every pure run simulates day 1 before day 2
 	var table []string
 	names := []string{"prompt-shift", "trace-drift", "trace-saturation"}
-	scs := map[string]*fleetsim.Scenario{}
+	scs := map[string]*scenario.Scenario{}
 	for _, n := range names {
 		scs[n] = twoDays(t, n)
 	}
@@ -91,13 +92,13 @@ func TestDayTwoProof(t *testing.T) {
 	t.Logf("day 2 matrix (TTFT p90 s):\n| scenario | profile | source | default | best constant | tuned | gap | closed | worst phase | wh tuned | applies | CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
 }
 
-func twoDays(t *testing.T, name string) *fleetsim.Scenario {
+func twoDays(t *testing.T, name string) *scenario.Scenario {
 	t.Helper()
-	one, err := fleetsim.LoadScenario(name)
+	one, err := scenarios.Load(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := fleetsim.Days(one, 2)
+	sc, err := scenario.Days(one, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func twoDays(t *testing.T, name string) *fleetsim.Scenario {
 }
 
 // proveCell runs one cell, checks its claims and returns its table row.
-func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenario, prof gate.Profile, src string) string {
+func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *scenario.Scenario, prof gate.Profile, src string) string {
 	t0, cpu0 := time.Now(), cpuTime()
 	l, err := New(ctx, Options{Scenario: sc, Profile: prof, Source: src, Seed: 1, CycleEvery: 10 * time.Minute, Dir: t.TempDir()})
 	if err != nil {
@@ -132,7 +133,7 @@ func proveCell(ctx context.Context, t *testing.T, j *Judge, sc *fleetsim.Scenari
 	var applies []string
 	perDay := map[int]int{}
 	for _, a := range res.Applies {
-		d, _, _ := fleetsim.SplitDayPhase(a.Phase)
+		d, _, _ := scenario.SplitDayPhase(a.Phase)
 		perDay[d]++
 		applies = append(applies, fmt.Sprintf("%s (%s) → %s", clockOf(a.Restart), a.Phase, barOf(a.Settings)))
 	}

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
 // runLoop runs one closed loop and returns its result.
-func runLoop(ctx context.Context, t *testing.T, sc *fleetsim.Scenario, profile, src string, every time.Duration) *Result {
+func runLoop(ctx context.Context, t *testing.T, sc *scenario.Scenario, profile, src string, every time.Duration) *Result {
 	t.Helper()
 	prof, err := gate.LookupProfile(profile)
 	if err != nil {
@@ -54,13 +55,13 @@ func TestSteadyHolds(t *testing.T) {
 // noisyWeek is seven days of steady, each day's request rates scaled by
 // its own factor drawn uniformly from [0.85, 1.15] (a stationary week: the
 // same distribution every day, different draws).
-func noisyWeek(t *testing.T) *fleetsim.Scenario {
+func noisyWeek(t *testing.T) *scenario.Scenario {
 	t.Helper()
-	one, err := fleetsim.LoadScenario("steady")
+	one, err := scenarios.Load("steady")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := fleetsim.Days(one, 7)
+	sc, err := scenario.Days(one, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

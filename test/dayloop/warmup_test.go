@@ -11,6 +11,11 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/simenv"
 )
 
@@ -34,8 +39,8 @@ type restartLoss struct {
 // the empty prefix index and in-flight accounting differ) at offset into each
 // named phase of sc, one run per restart, and measures each restart's
 // effective warm-up against a run without it.
-func MeasureRestartWarmup(ctx context.Context, sc *fleetsim.Scenario, seed uint64, phases []string, offset time.Duration) ([]restartLoss, error) {
-	st := fleetsim.DefaultSettings()
+func MeasureRestartWarmup(ctx context.Context, sc *scenario.Scenario, seed uint64, phases []string, offset time.Duration) ([]restartLoss, error) {
+	st := epp.DefaultSettings()
 	base, err := liveRun(ctx, sc, seed, -1, st)
 	if err != nil {
 		return nil, err
@@ -71,10 +76,10 @@ func MeasureRestartWarmup(ctx context.Context, sc *fleetsim.Scenario, seed uint6
 
 // liveRun plays sc on a virtual clock, restarting the EPP onto st once at
 // restartAt (< 0: never), and returns the truth.
-func liveRun(ctx context.Context, sc *fleetsim.Scenario, seed uint64, restartAt time.Duration, st gate.Settings) (*fleetsim.Truth, error) {
+func liveRun(ctx context.Context, sc *scenario.Scenario, seed uint64, restartAt time.Duration, st gate.Settings) (*truth.Truth, error) {
 	start := fleetsim.DefaultBaseTime()
 	now := start
-	l, err := fleetsim.NewLive(sc, fleetsim.LiveOptions{Seed: seed, Start: start, Now: func() time.Time { return now }, Logger: discard()})
+	l, err := live.New(sc, live.Options{Seed: seed, Start: start, Now: func() time.Time { return now }, Logger: discard()})
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +129,13 @@ func TestHarnessRestartWarmupIsTheSimulatorsOwn(t *testing.T) {
 	}
 }
 
-func oneDay(t *testing.T, name string) *fleetsim.Scenario {
+func oneDay(t *testing.T, name string) *scenario.Scenario {
 	t.Helper()
-	one, err := fleetsim.LoadScenario(name)
+	one, err := scenarios.Load(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := fleetsim.Days(one, 1)
+	sc, err := scenario.Days(one, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,11 @@ import (
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/deployactor"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	simlive "github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/test/simenv"
@@ -117,7 +122,7 @@ type sample struct {
 func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	full, err := fleetsim.LoadScenario("prompt-shift")
+	full, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +137,7 @@ func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 		t.Fatal(err)
 	}
 	// The EPP: its config in a ConfigMap (defaults), its Deployment.
-	def := fleetsim.DefaultSettings()
+	def := epp.DefaultSettings()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: ns},
 		Data: map[string]string{cmKey: string(simenv.EPPConfig(base, def, false))}}
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -149,8 +154,8 @@ func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 
 	// The simulated pool plays the EPP: settings from the ConfigMap, restarts on rollouts.
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	live, err := fleetsim.NewLive(base, fleetsim.LiveOptions{Seed: 1, TimeScale: timeScale, Logger: logger,
-		Settings: fleetsim.ConfigMapSettings{Client: env.Client, Namespace: ns, Name: cmName, Key: cmKey, Plugin: base.EPP.Plugin, Profile: prof}})
+	live, err := simlive.New(base, simlive.Options{Seed: 1, TimeScale: timeScale, Logger: logger,
+		Settings: simlive.ConfigMapSettings{Client: env.Client, Namespace: ns, Name: cmName, Key: cmKey, Plugin: base.EPP.Plugin, Profile: prof}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +170,7 @@ func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 		defer wg.Done()
 		actor := deployactor.New(env.Client, ns, depName, deployactor.Options{RolloutDelay: 2 * time.Second, Logger: logger,
 			Healthy: func(corev1.PodTemplateSpec) bool {
-				if _, err := (fleetsim.ConfigMapSettings{Client: env.Client, Namespace: ns, Name: cmName, Key: cmKey, Plugin: base.EPP.Plugin, Profile: prof}).LoadSettings(); err != nil {
+				if _, err := (simlive.ConfigMapSettings{Client: env.Client, Namespace: ns, Name: cmName, Key: cmKey, Plugin: base.EPP.Plugin, Profile: prof}).LoadSettings(); err != nil {
 					crashLoops <- err.Error()
 					return false
 				}
@@ -259,7 +264,7 @@ func runClosedLoop(t *testing.T, env *kubeharness.Env, bin, profile string) {
 	}
 }
 
-func phases(tr *fleetsim.Truth) []phaseResult {
+func phases(tr *truth.Truth) []phaseResult {
 	var out []phaseResult
 	for _, p := range tr.Phases {
 		pr := phaseResult{Name: p.Name, Start: p.Start, End: p.End, TTFTP90: p.TTFT.P90, Requests: p.Requests,
@@ -402,7 +407,7 @@ func writeKubeconfig(t *testing.T, rc *rest.Config) string {
 	return p
 }
 
-func writeConfig(t *testing.T, ns, profile string, sc *fleetsim.Scenario, promURL, kubeconfig, addr string) string {
+func writeConfig(t *testing.T, ns, profile string, sc *scenario.Scenario, promURL, kubeconfig, addr string) string {
 	et := simenv.EstimatorTarget(sc)
 	cfg := fmt.Sprintf(`# Closed-loop e2e: prompt-shift compressed %.2gx, so the guards' clocks are too.
 prometheus:

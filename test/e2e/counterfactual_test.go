@@ -11,6 +11,10 @@ import (
 
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/live"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 )
 
 // counterfactual plays the closed loop's pool (prompt-shift's last phases,
@@ -18,12 +22,12 @@ import (
 // once at fraction at of the run with settings st (nil: no restart, the
 // no-daemon run), and returns the request-weighted TTFT p90 and wrongly-held rate over the
 // phases that end after the restart — what judge compares.
-func counterfactual(t *testing.T, base *fleetsim.Scenario, scale, at float64, st *gate.Settings) (p90, held float64) {
+func counterfactual(t *testing.T, base *scenario.Scenario, scale, at float64, st *gate.Settings) (p90, held float64) {
 	t.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 	now := t0
-	live, err := fleetsim.NewLive(base, fleetsim.LiveOptions{Seed: 1, TimeScale: scale, Start: t0,
+	live, err := live.New(base, live.Options{Seed: 1, TimeScale: scale, Start: t0,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +77,11 @@ func TestRestartCostDominatesTheClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays prompt-shift windows several dozen times")
 	}
-	full, err := fleetsim.LoadScenario("prompt-shift")
+	full, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := fleetsim.DefaultSettings()
+	def := epp.DefaultSettings()
 	settings := []gate.Settings{def}
 	for _, bar := range []float64{50_000, 72_000, 101_000, 143_000, 203_000} {
 		settings = append(settings, fleetsim.StaticBars(def, bar)...)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/live"
 	"github.com/gatetuner/gatetuner/test/kubeharness"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
@@ -25,7 +25,7 @@ type sampler struct {
 	held, known int64
 }
 
-func (s *sampler) take(ctx context.Context, t *testing.T, env *kubeharness.Env, ns string, p *promharness.Server, live *fleetsim.Live, prof gate.Profile, start time.Time) sample {
+func (s *sampler) take(ctx context.Context, t *testing.T, env *kubeharness.Env, ns string, p *promharness.Server, live *live.Fleet, prof gate.Profile, start time.Time) sample {
 	now := time.Now()
 	out := sample{T: now.Sub(start).Seconds()}
 	num := func(v float64) *float64 {

@@ -5,13 +5,16 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
 // promptShiftHour is prompt-shift's mix compressed into one hour (its six
 // phases 10 minutes each) at a steady 50 requests/s on its 16 pods.
-func promptShiftHour(b *testing.B) *Scenario {
+func promptShiftHour(b *testing.B) *scenario.Scenario {
 	b.Helper()
-	sc := mustLoad(b, "prompt-shift")
+	sc := fleettest.Load(b, "prompt-shift")
 	sc, err := sc.Compressed(float64(sc.Duration()) / float64(time.Hour))
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +61,7 @@ func BenchmarkPromptShiftHourTruthOnly(b *testing.B) {
 // target labels).
 func BenchmarkPromptShiftHourLLMD2026(b *testing.B) {
 	sc := promptShiftHour(b)
-	x, err := ExportShapeNamed(ShapeLLMD2026)
+	x, err := scenario.ExportShapeNamed(scenario.ShapeLLMD2026)
 	if err != nil {
 		b.Fatal(err)
 	}

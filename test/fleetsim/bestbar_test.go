@@ -6,6 +6,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 )
 
 // TestPromptShiftBestBarsAcrossSeeds sweeps static bars on a 2^(1/2) grid
@@ -29,7 +32,7 @@ func TestPromptShiftBestBarsAcrossSeeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps prompt-shift over three seeds")
 	}
-	sc, err := LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func TestPromptShiftBestBarsAcrossSeeds(t *testing.T) {
 	near := func(phase string) []span {
 		var out []span
 		for _, seed := range []uint64{1, 2, 3} {
-			res, err := Sweep(context.Background(), sc, Options{Seed: seed, First: phase, Last: phase}, StaticBars(DefaultSettings(), bars...), 2)
+			res, err := Sweep(context.Background(), sc, Options{Seed: seed, First: phase, Last: phase}, StaticBars(epp.DefaultSettings(), bars...), 2)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,27 @@
 // decision, and the truth those outputs hide (nominal and drain rates,
 // saturated windows, distributions, verdicts, and the TTFT users feel).
 //
+// This package runs the simulation; its parts live in packages named after
+// what they hold, each importing only those before it in the data flow:
+//
+//   - scenario: the scenario schema, its YAML decoding and validation, the
+//     export shapes, multi-day scenarios;
+//   - scenarios and traces: the built-in scenarios and the traces they
+//     replay, embedded;
+//   - prefix: the prefix tree every prompt is a path in, and the per-pod
+//     block caches over it;
+//   - hist: classic Prometheus histograms;
+//   - workload: sessions, arrivals and trace replay (and the Mooncake trace
+//     reader);
+//   - epp: the EPP's producers, gate call, picker, P/D routing and replicas,
+//     and the EPP configs it reads its settings from;
+//   - engine: the vLLM V1 scheduler and KV cache;
+//   - truth: the ground truth, accumulated as the run goes;
+//   - export: the metric families, their exposition (OpenMetrics, /metrics)
+//     and the gate records;
+//   - live: a fleet in real time, its settings from a file or a ConfigMap,
+//     playing the EPP's rollouts.
+//
 // # Model
 //
 // Workload. Sessions (per scenario class) share prefixes: a system prompt
@@ -49,14 +70,14 @@
 // Options: the seed, gate settings per phase (SettingsFor), and the outputs.
 // The same seed and options give byte-identical metrics, records and truth.
 // Sweep re-runs a scenario for many candidate settings; StaticBars and Best
-// help find the best static bar. Live runs a scenario in real time (content
-// compressed by a time-scale factor), serves /metrics, takes its settings
-// from a SettingsSource and plays EPP rollouts with Restart.
+// help find the best static bar. live.New runs a scenario in real time
+// (content compressed by a time-scale factor), serves /metrics, takes its
+// settings from an epp.SettingsSource and plays EPP rollouts with Restart.
 //
 // Exporters. What the engines and the EPP export (names, labels, observation
-// rules, series lifecycles, DP topology, EPP replicas, scrape labels) is an
-// ExportShape chosen per scenario or run; docs/exporters.md cites every fact
-// it encodes to its upstream source.
+// rules, series lifecycles, DP topology, EPP replicas, scrape labels) is a
+// scenario.ExportShape chosen per scenario or run; docs/exporters.md cites
+// every fact it encodes to its upstream source.
 //
 // The scenario schema, the built-in scenarios, and the truth definitions
 // (saturated windows, drain rate, verdicts) are documented in

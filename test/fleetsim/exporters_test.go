@@ -9,12 +9,16 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // shapeOf returns a named shape with edits applied.
-func shapeOf(t *testing.T, spec string) *ExportShape {
+func shapeOf(t *testing.T, spec string) *scenario.ExportShape {
 	t.Helper()
-	x, err := ParseExportShape(spec)
+	x, err := scenario.ParseExportShape(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +27,10 @@ func shapeOf(t *testing.T, spec string) *ExportShape {
 
 // runShape runs the warm phase of calibration-1970 (or sc) from time 0 (no
 // warm-up, so the first scrapes precede the first requests) under shape x.
-func runShape(t *testing.T, sc *Scenario, x *ExportShape, last string) (*omFile, *Truth, *sim) {
+func runShape(t *testing.T, sc *scenario.Scenario, x *scenario.ExportShape, last string) (*omFile, *truth.Truth, *sim) {
 	t.Helper()
 	if sc == nil {
-		sc = mustLoad(t, "calibration-1970")
+		sc = fleettest.Load(t, "calibration-1970")
 	}
 	if last == "" {
 		last = sc.Phases[0].Name
@@ -42,7 +46,7 @@ func runShape(t *testing.T, sc *Scenario, x *ExportShape, last string) (*omFile,
 	if err := s.drain(context.Background(), DefaultMaxDrain); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.om.finish(); err != nil {
+	if err := s.om.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	return parseOM(t, b.Bytes()), s.truth(), s
@@ -59,7 +63,7 @@ func labelNames(l labels.Labels) string {
 }
 
 func TestRealShapeNamesInFlightEndpointsByRankAndKeepsBarePodsElsewhere(t *testing.T) {
-	f, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026), "")
+	f, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026), "")
 	pods := []string{"llama-3-2-3b-cpu-decode-0", "llama-3-2-3b-cpu-decode-1"}
 	for _, pod := range pods {
 		for _, g := range []string{"llm_d_epp_inflight_tokens", "llm_d_epp_inflight_requests"} {
@@ -95,7 +99,7 @@ func TestRealShapeNamesInFlightEndpointsByRankAndKeepsBarePodsElsewhere(t *testi
 }
 
 func TestInFlightSeriesAppearAtFirstRequestAndAreNeverDeleted(t *testing.T) {
-	f, tr, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026), "")
+	f, tr, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026), "")
 	scrapes := f.find("vllm:num_requests_running", nil)[0].ts
 	if len(scrapes) < 10 {
 		t.Fatalf("only %d scrapes", len(scrapes))
@@ -124,7 +128,7 @@ func TestInFlightSeriesAppearAtFirstRequestAndAreNeverDeleted(t *testing.T) {
 		}
 	}
 	// The legacy shape has every series from the first scrape.
-	lf, _, _ := runShape(t, nil, shapeOf(t, ShapeLegacySim), "")
+	lf, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLegacySim), "")
 	for _, s := range lf.find("llm_d_epp_inflight_tokens", nil) {
 		if s.ts[0] != scrapes[0] {
 			t.Errorf("legacy-sim %s starts late", s.labels)
@@ -133,7 +137,7 @@ func TestInFlightSeriesAppearAtFirstRequestAndAreNeverDeleted(t *testing.T) {
 }
 
 func TestSeveralProducersEachHaveTheirSeries(t *testing.T) {
-	f, tr, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026+",producers=gate-load,scorer-load"), "")
+	f, tr, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026+",producers=gate-load,scorer-load"), "")
 	if tr.Exporters.GateProducer != "gate-load" {
 		t.Errorf("gate producer %q, want gate-load", tr.Exporters.GateProducer)
 	}
@@ -151,7 +155,7 @@ func TestSeveralProducersEachHaveTheirSeries(t *testing.T) {
 
 func TestDataParallelRanksAreEndpointsAndOnlyPort8000IsScraped(t *testing.T) {
 	for _, all := range []bool{false, true} {
-		spec := ShapeLLMD2026 + ",dpRanks=2"
+		spec := scenario.ShapeLLMD2026 + ",dpRanks=2"
 		if all {
 			spec += ",scrapeAllRanks=true"
 		}
@@ -198,9 +202,9 @@ func TestDataParallelRanksAreEndpointsAndOnlyPort8000IsScraped(t *testing.T) {
 
 func TestEPPReplicasGateSeesTheSumOnlyWhenSynced(t *testing.T) {
 	for _, synced := range []bool{true, false} {
-		x := shapeOf(t, ShapeLLMD2026+",eppReplicas=2")
+		x := shapeOf(t, scenario.ShapeLLMD2026+",eppReplicas=2")
 		x.SyncReplicas = synced
-		sc := mustLoad(t, "calibration-1970")
+		sc := fleettest.Load(t, "calibration-1970")
 		s, err := newSim(sc, Options{Seed: 1, Last: "saturated", Exporters: x}, false)
 		if err != nil {
 			t.Fatal(err)
@@ -212,26 +216,26 @@ func TestEPPReplicasGateSeesTheSumOnlyWhenSynced(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := s.epp
-			for i := range e.tokens {
-				if e.tokens[i] != e.reps[0].tokens[i]+e.reps[1].tokens[i] {
-					t.Fatalf("endpoint %d: sum %d != replicas %d + %d", i, e.tokens[i], e.reps[0].tokens[i], e.reps[1].tokens[i])
+			for i := range e.Tokens {
+				if e.Tokens[i] != e.Replicas[0].Tokens[i]+e.Replicas[1].Tokens[i] {
+					t.Fatalf("endpoint %d: sum %d != replicas %d + %d", i, e.Tokens[i], e.Replicas[0].Tokens[i], e.Replicas[1].Tokens[i])
 				}
 			}
-			k := e.replica(s.nextID + 1)
-			want := make([]int64, len(e.tokens))
+			k := e.ReplicaOf(s.nextID + 1)
+			want := make([]int64, len(e.Tokens))
 			for i := range want {
-				want[i] = e.reps[k].tokens[i]
+				want[i] = e.Replicas[k].Tokens[i]
 				if synced {
-					want[i] = e.tokens[i]
+					want[i] = e.Tokens[i]
 				}
-				if e.reps[k].tokens[i] != e.tokens[i] {
+				if e.Replicas[k].Tokens[i] != e.Tokens[i] {
 					differ++
 				}
 			}
 			s.arrive()
 			for i := range want {
-				if e.eps[i].InFlightTokens != want[i] {
-					t.Fatalf("synced=%t: gate saw %d in-flight tokens on endpoint %d, want %d", synced, e.eps[i].InFlightTokens, i, want[i])
+				if e.Endpoints[i].InFlightTokens != want[i] {
+					t.Fatalf("synced=%t: gate saw %d in-flight tokens on endpoint %d, want %d", synced, e.Endpoints[i].InFlightTokens, i, want[i])
 				}
 			}
 			checked++
@@ -258,12 +262,12 @@ func TestVLLMGenerationsExportTheirNames(t *testing.T) {
 		shape        string
 		have, absent []string
 	}{
-		{ShapeLLMD2025, []string{"vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits",
+		{scenario.ShapeLLMD2025, []string{"vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits",
 			"vllm:time_per_output_token_seconds", "vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries"},
 			[]string{"vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached", "vllm:num_requests_waiting_by_reason", "vllm:request_prefill_kv_computed_tokens"}},
-		{ShapeLLMDMid2026, []string{"vllm:num_requests_waiting_by_reason", "vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached"},
+		{scenario.ShapeLLMDMid2026, []string{"vllm:num_requests_waiting_by_reason", "vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached"},
 			[]string{"vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries", "vllm:time_per_output_token_seconds"}},
-		{ShapeLLMD2026, []string{"vllm:num_requests_waiting_by_reason", "vllm:prompt_tokens_by_source", "vllm:inter_token_latency_seconds"},
+		{scenario.ShapeLLMD2026, []string{"vllm:num_requests_waiting_by_reason", "vllm:prompt_tokens_by_source", "vllm:inter_token_latency_seconds"},
 			[]string{"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}},
 	}
 	for _, c := range cases {
@@ -280,7 +284,7 @@ func TestVLLMGenerationsExportTheirNames(t *testing.T) {
 		}
 	}
 	// waiting_by_reason sums to waiting.
-	f, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026), "saturated")
+	f, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026), "saturated")
 	for _, w := range f.find("vllm:num_requests_waiting", nil) {
 		pod := w.labels.Get("pod")
 		c := f.find("vllm:num_requests_waiting_by_reason", map[string]string{"pod": pod, "reason": "capacity"})
@@ -298,8 +302,8 @@ func TestVLLMGenerationsExportTheirNames(t *testing.T) {
 
 // kvPressure is calibration-1970 on a KV pool too small for its load, so
 // admissions fail for blocks and requests get preempted.
-func kvPressure(t *testing.T) *Scenario {
-	sc := mustLoad(t, "calibration-1970")
+func kvPressure(t *testing.T) *scenario.Scenario {
+	sc := fleettest.Load(t, "calibration-1970")
 	sc.Pods.Engine.NumGPUBlocks = 600
 	return sc
 }
@@ -307,14 +311,14 @@ func kvPressure(t *testing.T) *Scenario {
 func TestPrefixCacheCountersCountRetriesBeforeTheJuly2026Fix(t *testing.T) {
 	totals := func(s *sim) (queries, prompt, preempt int64) {
 		for _, p := range s.pods {
-			queries += p.m.pcQueries
-			prompt += p.m.promptTokens
-			preempt += p.m.preemptions
+			queries += p.Metrics.PCQueries
+			prompt += p.Metrics.PromptTokens
+			preempt += p.Metrics.Preemptions
 		}
 		return
 	}
-	mf, _, ms := runShape(t, kvPressure(t), shapeOf(t, ShapeLLMDMid2026), "saturated")
-	_, _, ls := runShape(t, kvPressure(t), shapeOf(t, ShapeLLMD2026), "saturated")
+	mf, _, ms := runShape(t, kvPressure(t), shapeOf(t, scenario.ShapeLLMDMid2026), "saturated")
+	_, _, ls := runShape(t, kvPressure(t), shapeOf(t, scenario.ShapeLLMD2026), "saturated")
 	// Drained, every request was admitted and got its first token: counted
 	// once, the queries are the prompts.
 	lq, lp, _ := totals(ls)
@@ -340,11 +344,11 @@ func TestPrefixCacheCountersCountRetriesBeforeTheJuly2026Fix(t *testing.T) {
 
 // longPrompts is a pod serving rare prompts of several chunks: most steps
 // are prefill-only.
-func longPrompts(t *testing.T) *Scenario {
-	sc := mustLoad(t, "calibration-1970")
+func longPrompts(t *testing.T) *scenario.Scenario {
+	sc := fleettest.Load(t, "calibration-1970")
 	sc.Pods.Count = 1
-	sc.Classes = []SessionClass{{Name: "long", UserTokens: Dist{Kind: DistUniform, Min: 6000, Max: 8000},
-		OutputTokens: ConstDist(2)}}
+	sc.Classes = []scenario.SessionClass{{Name: "long", UserTokens: scenario.Dist{Kind: scenario.DistUniform, Min: 6000, Max: 8000},
+		OutputTokens: scenario.ConstDist(2)}}
 	sc.Phases = sc.Phases[:1]
 	sc.Phases[0].RequestRate = 0.05
 	sc.Phases[0].Mix = []float64{1}
@@ -355,20 +359,20 @@ func longPrompts(t *testing.T) *Scenario {
 }
 
 func TestIterationTokensAreObservedOnlyOnStepsWithAnOutput(t *testing.T) {
-	_, _, real := runShape(t, longPrompts(t), shapeOf(t, ShapeLLMD2026), "")
-	_, _, legacy := runShape(t, longPrompts(t), shapeOf(t, ShapeLegacySim), "")
+	_, _, real := runShape(t, longPrompts(t), shapeOf(t, scenario.ShapeLLMD2026), "")
+	_, _, legacy := runShape(t, longPrompts(t), shapeOf(t, scenario.ShapeLegacySim), "")
 	p, l := real.pods[0], legacy.pods[0]
-	if p.stepNo != l.stepNo || p.stepNo == 0 {
-		t.Fatalf("steps differ: %d vs %d", p.stepNo, l.stepNo)
+	if p.Steps() != l.Steps() || p.Steps() == 0 {
+		t.Fatalf("steps differ: %d vs %d", p.Steps(), l.Steps())
 	}
-	if !(p.outSteps < p.stepNo/2) {
-		t.Fatalf("%d of %d steps emitted an output: not a prefill-heavy pod", p.outSteps, p.stepNo)
+	if !(p.OutputSteps() < p.Steps()/2) {
+		t.Fatalf("%d of %d steps emitted an output: not a prefill-heavy pod", p.OutputSteps(), p.Steps())
 	}
-	if p.m.iter.count != p.outSteps {
-		t.Errorf("llm-d-2026: %d iteration observations, want %d (steps with an output)", p.m.iter.count, p.outSteps)
+	if p.Metrics.Iter.Count != p.OutputSteps() {
+		t.Errorf("llm-d-2026: %d iteration observations, want %d (steps with an output)", p.Metrics.Iter.Count, p.OutputSteps())
 	}
-	if l.m.iter.count != l.stepNo {
-		t.Errorf("legacy-sim: %d iteration observations, want every step (%d)", l.m.iter.count, l.stepNo)
+	if l.Metrics.Iter.Count != l.Steps() {
+		t.Errorf("legacy-sim: %d iteration observations, want every step (%d)", l.Metrics.Iter.Count, l.Steps())
 	}
 }
 
@@ -383,8 +387,8 @@ func TestEPPTokenHistogramsObserveOnlyResponsesWithUsage(t *testing.T) {
 		}
 		return n
 	}
-	full, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026), "saturated")
-	part, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026+",usageShare=0.6"), "saturated")
+	full, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026), "saturated")
+	part, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026+",usageShare=0.6"), "saturated")
 	var finished float64
 	for _, s := range full.find("vllm:request_success_total", nil) {
 		finished += s.vals[len(s.vals)-1]
@@ -405,7 +409,7 @@ func TestEPPTokenHistogramsObserveOnlyResponsesWithUsage(t *testing.T) {
 }
 
 func TestOlderEPPExportsTheGIENamesOnly(t *testing.T) {
-	f, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2025), "")
+	f, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2025), "")
 	for n := range f.types {
 		if strings.HasPrefix(n, "llm_d_epp_") {
 			t.Errorf("release-0.8 exports %s", n)
@@ -422,14 +426,14 @@ func TestOlderEPPExportsTheGIENamesOnly(t *testing.T) {
 		}
 	}
 	// main emits the GIE names alongside.
-	m, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026), "")
+	m, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026), "")
 	if len(m.find("inference_extension_scheduler_attempts_total", nil)) != 2 || len(m.find("llm_d_epp_scheduler_attempts_total", nil)) != 2 {
 		t.Error("llm-d-router main: want both attempts counters")
 	}
 }
 
 func TestRawKubernetesSDLabelsOnlyInstanceAndJob(t *testing.T) {
-	f, _, _ := runShape(t, nil, shapeOf(t, ShapeLLMD2026+",scrape=kubernetes-sd"), "")
+	f, _, _ := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026+",scrape=kubernetes-sd"), "")
 	v := f.find("vllm:num_requests_running", nil)
 	if len(v) != 2 || labelNames(v[0].labels) != "engine,instance,job,model_name" {
 		t.Fatalf("vLLM series: %d, labels %s", len(v), labelNames(v[0].labels))
@@ -444,8 +448,8 @@ func TestRawKubernetesSDLabelsOnlyInstanceAndJob(t *testing.T) {
 }
 
 func TestShapedRunsAreDeterministic(t *testing.T) {
-	x := shapeOf(t, ShapeLLMD2026+",dpRanks=2,eppReplicas=2,syncReplicas=false,usageShare=0.5")
-	sc := mustLoad(t, "calibration-1970")
+	x := shapeOf(t, scenario.ShapeLLMD2026+",dpRanks=2,eppReplicas=2,syncReplicas=false,usageShare=0.5")
+	sc := fleettest.Load(t, "calibration-1970")
 	var a, b bytes.Buffer
 	mustRun(t, sc, Options{Seed: 3, Last: "warm", Metrics: &a, Exporters: x})
 	mustRun(t, sc, Options{Seed: 3, Last: "warm", Metrics: &b, Exporters: x})
@@ -454,43 +458,10 @@ func TestShapedRunsAreDeterministic(t *testing.T) {
 	}
 }
 
-func TestExportersParseFromYAMLAndFlags(t *testing.T) {
-	base, err := embedded.ReadFile("scenarios/calibration-1970.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := ParseScenario("x.yaml", append(append([]byte(nil), base...),
-		"exporters: {shape: llm-d-2026, dpRanks: 2, producers: [a, b], eppReplicas: 3, syncReplicas: false}\n"...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := sc.Exporters
-	if x.Name != ShapeLLMD2026 || x.DPRanks != 2 || strings.Join(x.Producers, ",") != "a,b" || x.EPPReplicas != 3 || x.SyncReplicas {
-		t.Errorf("parsed %s", x)
-	}
-	for _, bad := range []struct{ yaml, want string }{
-		{"exporters: {shape: nope}\n", "exporters.shape: unknown export shape"},
-		{"exporters: {dpRanks: 0}\n", "dpRanks must be in [1, 64]"},
-		{"exporters: {vllm: 0.7}\n", "vllm must be one of"},
-		{"exporters: {colour: red}\n", "unknown exporters field"},
-	} {
-		_, err := ParseScenario("x.yaml", append(append([]byte(nil), base...), bad.yaml...))
-		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "x.yaml:") {
-			t.Errorf("%q: error %v, want file position and %q", bad.yaml, err, bad.want)
-		}
-	}
-	if f, err := ParseExportShape("llm-d-2026,producers=a,b,dpRanks=4"); err != nil || f.DPRanks != 4 || len(f.Producers) != 2 {
-		t.Errorf("flag form: %v %+v", err, f)
-	}
-	if _, err := ParseExportShape("llm-d-2026,dpRanks"); err == nil {
-		t.Error("flag form without =: no error")
-	}
-}
-
 func TestInternalDataParallelEnginesShareOneEndpoint(t *testing.T) {
-	f, tr, s := runShape(t, nil, shapeOf(t, ShapeLLMD2026+",dpEngines=2"), "saturated")
-	if len(s.pods) != 4 || len(s.epp.tokens) != 2 {
-		t.Fatalf("%d engines behind %d endpoints, want 4 behind 2", len(s.pods), len(s.epp.tokens))
+	f, tr, s := runShape(t, nil, shapeOf(t, scenario.ShapeLLMD2026+",dpEngines=2"), "saturated")
+	if len(s.pods) != 4 || len(s.epp.Tokens) != 2 {
+		t.Fatalf("%d engines behind %d endpoints, want 4 behind 2", len(s.pods), len(s.epp.Tokens))
 	}
 	pod := "llama-3-2-3b-cpu-decode-1"
 	for _, eng := range []string{"0", "1"} {

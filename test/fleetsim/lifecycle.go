@@ -1,8 +1,12 @@
 package fleetsim
 
-import "math"
+import (
+	"math"
 
-// Pod departures (ExportShape.DepartPods): at DepartAt the last DepartPods
+	"github.com/gatetuner/gatetuner/test/fleetsim/engine"
+)
+
+// Pod departures (scenario.ExportShape.DepartPods): at DepartAt the last DepartPods
 // pods crash — their requests are aborted, the EPP drops their endpoints
 // from its datastore, their vLLM series end — and RejoinAfter later as many
 // pods join: the same pods restarted (same names, counters from zero, an
@@ -23,9 +27,9 @@ func (s *sim) initLifecycle() {
 	if x.DepartPods == 0 {
 		return
 	}
-	s.epp.active = make([]bool, len(s.epp.tokens))
-	for i := range s.epp.active {
-		s.epp.active[i] = true
+	s.epp.Active = make([]bool, len(s.epp.Tokens))
+	for i := range s.epp.Active {
+		s.epp.Active[i] = true
 	}
 	s.lc.at = []int64{int64(x.DepartAt)}
 	if x.RejoinAfter > 0 {
@@ -62,9 +66,9 @@ func (s *sim) joiners() []int {
 func (s *sim) setPod(pod int, up bool) {
 	x := &s.x
 	for ep := pod * x.DPRanks; ep < (pod+1)*x.DPRanks; ep++ {
-		s.epp.active[ep] = up
+		s.epp.Active[ep] = up
 		for e := ep * x.DPEngines; e < (ep+1)*x.DPEngines; e++ {
-			s.pods[e].up = up
+			s.pods[e].SetUp(up)
 		}
 	}
 }
@@ -86,7 +90,7 @@ func (s *sim) fireLifecycle() {
 		for _, pod := range s.leavers() {
 			s.setPod(pod, false)
 			for e := pod * x.DPRanks * x.DPEngines; e < (pod+1)*x.DPRanks*x.DPEngines; e++ {
-				s.pods[e].abortAll(s.now)
+				s.pods[e].AbortAll(s.now)
 			}
 		}
 		return
@@ -95,19 +99,20 @@ func (s *sim) fireLifecycle() {
 		s.setPod(pod, true)
 		if x.RejoinSameName {
 			for e := pod * x.DPRanks * x.DPEngines; e < (pod+1)*x.DPRanks*x.DPEngines; e++ {
-				s.pods[e].restart(s.sc.Pods.Engine.MaxModelLen)
+				s.pods[e].Restart(s.sc.Pods.Engine.MaxModelLen)
 			}
 		}
 	}
 }
 
-// aborted ends a request its engine dropped: the EPP sees the stream end
-// (its in-flight charges are released), no first token follows.
-func (s *sim) aborted(_ *pod, r *request, _ int64) {
-	if r.firstToken < 0 {
+// Aborted is the engine hook that ends a request its engine dropped: the
+// EPP sees the stream end (its in-flight charges are released), no first
+// token follows.
+func (s *sim) Aborted(_ *engine.Pod, r *engine.Request, _ int64) {
+	if r.FirstToken < 0 {
 		s.pendingFirst--
 	}
-	s.epp.firstToken(r)
-	s.epp.finished(r)
-	s.tree.release(r.out)
+	s.epp.FirstToken(&r.Ticket)
+	s.epp.Finished(&r.Ticket)
+	s.tree.Release(r.Out)
 }

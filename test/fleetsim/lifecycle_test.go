@@ -5,17 +5,21 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // runLifecycle runs calibration-1970's warm and saturated phases (2 pods)
 // under the llm-d-2026 shape with the departure fields of spec, with gate
 // records, and returns the metrics, the truth and the records.
-func runLifecycle(t *testing.T, spec string) (*omFile, *Truth, []gateRecord, time.Time) {
+func runLifecycle(t *testing.T, spec string) (*omFile, *truth.Truth, []gateRecord, time.Time) {
 	t.Helper()
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var om, rec bytes.Buffer
 	tr, err := Run(context.Background(), sc, Options{Seed: 1, Last: "saturated", Warmup: WarmupAll, Metrics: &om, Records: &rec,
-		Exporters: shapeOf(t, ShapeLLMD2026+","+spec)})
+		Exporters: shapeOf(t, scenario.ShapeLLMD2026+","+spec)})
 	if err != nil {
 		t.Fatal(err)
 	}

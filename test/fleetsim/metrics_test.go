@@ -13,6 +13,11 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // omSeries is one series read back from OpenMetrics text.
@@ -98,49 +103,16 @@ func (f *omFile) find(name string, match map[string]string) []*omSeries {
 	return out
 }
 
-var requiredFamilies = map[string]string{
-	"vllm:num_requests_running":                        "gauge",
-	"vllm:num_requests_waiting":                        "gauge",
-	"vllm:kv_cache_usage_perc":                         "gauge",
-	"vllm:cache_config_info":                           "gauge",
-	"vllm:prompt_tokens":                               "counter",
-	"vllm:prompt_tokens_by_source":                     "counter",
-	"vllm:prompt_tokens_cached":                        "counter",
-	"vllm:prefix_cache_queries":                        "counter",
-	"vllm:prefix_cache_hits":                           "counter",
-	"vllm:generation_tokens":                           "counter",
-	"vllm:num_preemptions":                             "counter",
-	"vllm:request_success":                             "counter",
-	"vllm:request_prompt_tokens":                       "histogram",
-	"vllm:request_prefill_kv_computed_tokens":          "histogram",
-	"vllm:request_generation_tokens":                   "histogram",
-	"vllm:request_prefill_time_seconds":                "histogram",
-	"vllm:request_queue_time_seconds":                  "histogram",
-	"vllm:request_decode_time_seconds":                 "histogram",
-	"vllm:request_inference_time_seconds":              "histogram",
-	"vllm:e2e_request_latency_seconds":                 "histogram",
-	"vllm:time_to_first_token_seconds":                 "histogram",
-	"vllm:inter_token_latency_seconds":                 "histogram",
-	"vllm:iteration_tokens_total":                      "histogram",
-	"llm_d_epp_inflight_tokens":                        "gauge",
-	"llm_d_epp_inflight_requests":                      "gauge",
-	"llm_d_epp_request_cached_tokens":                  "histogram",
-	"llm_d_epp_request_input_tokens":                   "histogram",
-	"llm_d_epp_request_ttft_seconds":                   "histogram",
-	"llm_d_epp_scheduler_attempts":                     "counter",
-	"llm_d_epp_prefix_cache_affinity_filter_decisions": "counter",
-}
-
-func runMetrics(t *testing.T, name string, mo MetricsOptions) ([]byte, *Truth, *Scenario) {
+func runMetrics(t *testing.T, name string, mo export.MetricsOptions) ([]byte, *truth.Truth, *scenario.Scenario) {
 	t.Helper()
-	sc := mustLoad(t, name)
+	sc := fleettest.Load(t, name)
 	var b bytes.Buffer
 	tr := mustRun(t, sc, Options{Seed: 1, Metrics: &b, MetricsOptions: mo})
 	return b.Bytes(), tr, sc
 }
 
 func TestOpenMetricsHasTheRealNamesLabelsAndBuckets(t *testing.T) {
-	data, tr, sc := runMetrics(t, "calibration-1970", MetricsOptions{})
+	data, tr, sc := runMetrics(t, "calibration-1970", export.MetricsOptions{})
 	f := parseOM(t, data)
 	seen := map[string]bool{}
 	for _, fam := range f.order {
@@ -149,7 +121,7 @@ func TestOpenMetricsHasTheRealNamesLabelsAndBuckets(t *testing.T) {
 		}
 		seen[fam] = true
 	}
-	for fam, typ := range requiredFamilies {
+	for fam, typ := range fleettest.RequiredFamilies {
 		if f.types[fam] != typ {
 			t.Errorf("family %s has type %q, want %q", fam, f.types[fam], typ)
 		}
@@ -264,7 +236,7 @@ func parseLE(s string) float64 {
 }
 
 func TestLegacyVLLMAndOmitDropFamilies(t *testing.T) {
-	data, _, _ := runMetrics(t, "calibration-1970", MetricsOptions{LegacyVLLM: true, Omit: []string{"vllm:request_prefill_kv_computed_tokens", "llm_d_epp_prefix_cache_affinity_filter_decisions_total"}})
+	data, _, _ := runMetrics(t, "calibration-1970", export.MetricsOptions{LegacyVLLM: true, Omit: []string{"vllm:request_prefill_kv_computed_tokens", "llm_d_epp_prefix_cache_affinity_filter_decisions_total"}})
 	f := parseOM(t, data)
 	for _, gone := range []string{"vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached", "vllm:request_prefill_kv_computed_tokens", "llm_d_epp_prefix_cache_affinity_filter_decisions"} {
 		if _, ok := f.types[gone]; ok {
@@ -279,8 +251,8 @@ func TestLegacyVLLMAndOmitDropFamilies(t *testing.T) {
 }
 
 func TestInterleavedLayoutHasTheSameSamples(t *testing.T) {
-	grouped, _, _ := runMetrics(t, "calibration-1970", MetricsOptions{})
-	inter, _, _ := runMetrics(t, "calibration-1970", MetricsOptions{Interleaved: true})
+	grouped, _, _ := runMetrics(t, "calibration-1970", export.MetricsOptions{})
+	inter, _, _ := runMetrics(t, "calibration-1970", export.MetricsOptions{Interleaved: true})
 	g, i := parseOM(t, grouped), parseOM(t, inter)
 	if len(g.series) != len(i.series) {
 		t.Fatalf("%d series grouped, %d interleaved", len(g.series), len(i.series))

@@ -7,13 +7,17 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // runPD runs calibration-1970's warm and saturated phases with two decode
 // and two prefill pods under the P/D shape spec, with gate records.
-func runPD(t *testing.T, spec string) (*omFile, *Truth, []gateRecord) {
+func runPD(t *testing.T, spec string) (*omFile, *truth.Truth, []gateRecord) {
 	t.Helper()
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var om, rec bytes.Buffer
 	tr, err := Run(context.Background(), sc, Options{Seed: 1, Last: "saturated", Metrics: &om, Records: &rec, Exporters: shapeOf(t, spec)})
 	if err != nil {
@@ -57,7 +61,7 @@ func (f *omFile) last(t *testing.T, name string, match map[string]string) float6
 	return ss[0].vals[len(ss[0].vals)-1]
 }
 
-func pdRequests(tr *Truth) (decodeOnly, disagg int64) {
+func pdRequests(tr *truth.Truth) (decodeOnly, disagg int64) {
 	for _, ph := range tr.Phases {
 		decodeOnly += ph.DecodeOnly
 		disagg += ph.Disaggregated
@@ -66,7 +70,7 @@ func pdRequests(tr *Truth) (decodeOnly, disagg int64) {
 }
 
 func TestPDDecodePodsCountTransferredKVAsVLLMDoes(t *testing.T) {
-	f, tr, _ := runPD(t, ShapeLLMD2026+",prefillPods=2")
+	f, tr, _ := runPD(t, scenario.ShapeLLMD2026+",prefillPods=2")
 	_, disagg := pdRequests(tr)
 	if disagg == 0 {
 		t.Fatal("no request was disaggregated")
@@ -117,7 +121,7 @@ func TestPDDeciderDisaggregatesByTheDecodePodsNonCachedPart(t *testing.T) {
 		wantDisaggregate bool
 	}{{"16", true}, {"0", false}, {"1000000", false}} {
 		t.Run(tc.threshold, func(t *testing.T) {
-			f, tr, recs := runPD(t, ShapeLLMD2026+",prefillPods=2,pdNonCachedTokens="+tc.threshold)
+			f, tr, recs := runPD(t, scenario.ShapeLLMD2026+",prefillPods=2,pdNonCachedTokens="+tc.threshold)
 			decodeOnly, disagg := pdRequests(tr)
 			if (disagg > 0) != tc.wantDisaggregate || (decodeOnly > 0) == tc.wantDisaggregate {
 				t.Fatalf("decode only %d, disaggregated %d", decodeOnly, disagg)
@@ -146,12 +150,12 @@ func TestPDDeciderDisaggregatesByTheDecodePodsNonCachedPart(t *testing.T) {
 }
 
 func TestPDGateRunsInTheProfileThatCarriesIt(t *testing.T) {
-	for _, profile := range []string{PDProfilePrefill, PDProfileDecode} {
+	for _, profile := range []string{scenario.PDProfilePrefill, scenario.PDProfileDecode} {
 		t.Run(profile, func(t *testing.T) {
-			f, tr, recs := runPD(t, ShapeLLMD2026+",prefillPods=2,pdGateProfile="+profile)
+			f, tr, recs := runPD(t, scenario.ShapeLLMD2026+",prefillPods=2,pdGateProfile="+profile)
 			decodeOnly, disagg := pdRequests(tr)
 			want := disagg
-			if profile == PDProfileDecode {
+			if profile == scenario.PDProfileDecode {
 				want = decodeOnly + disagg
 			}
 			if int64(len(recs)) != want || want == 0 {
@@ -179,7 +183,7 @@ func TestPDGateRunsInTheProfileThatCarriesIt(t *testing.T) {
 }
 
 func TestPDEPPChargesBothPicksAndCountsAttemptsOnTheDecodePod(t *testing.T) {
-	f, _, _ := runPD(t, ShapeLLMD2026+",prefillPods=2")
+	f, _, _ := runPD(t, scenario.ShapeLLMD2026+",prefillPods=2")
 	for _, pod := range []string{"llama-3-2-3b-cpu-decode-0", "llama-3-2-3b-cpu-prefill-0"} {
 		if len(f.find("llm_d_epp_inflight_tokens", map[string]string{"endpoint_name": pod + "-rank-0"})) != 1 {
 			t.Errorf("no in-flight series for %s", pod)
@@ -197,8 +201,8 @@ func TestPDUsageCachedTokensFollowTheSidecar(t *testing.T) {
 		f, _, _ := runPD(t, spec)
 		return f.last(t, "llm_d_epp_request_cached_tokens_sum", nil) / f.last(t, "llm_d_epp_request_input_tokens_sum", nil)
 	}
-	rewritten := cachedShare(ShapeLLMD2026 + ",prefillPods=2")
-	decode := cachedShare(ShapeLLMD2026 + ",prefillPods=2,pdUsageCached=decode")
+	rewritten := cachedShare(scenario.ShapeLLMD2026 + ",prefillPods=2")
+	decode := cachedShare(scenario.ShapeLLMD2026 + ",prefillPods=2,pdUsageCached=decode")
 	if decode < 0.99 || rewritten > 0.8 {
 		t.Errorf("EPP cached/input: %.3f with the decode pod's usage (want ≈ 1), %.3f rewritten to the prefill pod's", decode, rewritten)
 	}
@@ -206,10 +210,10 @@ func TestPDUsageCachedTokensFollowTheSidecar(t *testing.T) {
 
 func TestPDRejectsUnsimulatedCombinations(t *testing.T) {
 	for _, spec := range []string{
-		ShapeLLMD2025 + ",prefillPods=1", ShapeLLMD2026 + ",prefillPods=1,dpRanks=2", ShapeLLMD2026 + ",prefillPods=1,pdGateProfile=both",
-		ShapeLLMD2026 + ",prefillPods=1,pdUsageCached=x", ShapeLLMD2026 + ",prefillPods=-1", ShapeLegacySim + ",prefillPods=1",
+		scenario.ShapeLLMD2025 + ",prefillPods=1", scenario.ShapeLLMD2026 + ",prefillPods=1,dpRanks=2", scenario.ShapeLLMD2026 + ",prefillPods=1,pdGateProfile=both",
+		scenario.ShapeLLMD2026 + ",prefillPods=1,pdUsageCached=x", scenario.ShapeLLMD2026 + ",prefillPods=-1", scenario.ShapeLegacySim + ",prefillPods=1",
 	} {
-		if _, err := ParseExportShape(spec); err == nil {
+		if _, err := scenario.ParseExportShape(spec); err == nil {
 			t.Errorf("%s: accepted", spec)
 		}
 	}

@@ -8,6 +8,13 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim/engine"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/export"
+	"github.com/gatetuner/gatetuner/test/fleetsim/prefix"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
+	"github.com/gatetuner/gatetuner/test/fleetsim/workload"
 )
 
 // Defaults of Options.
@@ -17,10 +24,6 @@ const (
 	DefaultWarmup = 10 * time.Minute
 	// WarmupAll replays every phase before the first measured one.
 	WarmupAll time.Duration = -1
-	// DefaultSaturationWindow is the length of the windows saturation is judged on.
-	DefaultSaturationWindow = 2 * time.Minute
-	// DefaultMaxKVUsage is the KV usage a saturated window must stay below.
-	DefaultMaxKVUsage = 0.95
 	// DefaultMaxDrain bounds how long a run goes on after its end so that the
 	// requests already arrived get their first token.
 	DefaultMaxDrain = time.Hour
@@ -54,9 +57,10 @@ type Options struct {
 	// ScrapeInterval overrides the scenario's.
 	ScrapeInterval time.Duration
 	// SaturationWindow is the window length of the saturation rule (0:
-	// DefaultSaturationWindow); it is rounded to a whole number of scrapes.
+	// truth.DefaultSaturationWindow); it is rounded to a whole number of
+	// scrapes.
 	SaturationWindow time.Duration
-	// MaxKVUsage is the saturation rule's KV bound (0: DefaultMaxKVUsage).
+	// MaxKVUsage is the saturation rule's KV bound (0: truth.DefaultMaxKVUsage).
 	MaxKVUsage float64
 	// IgnoreMaxNumSeqs drops the saturation rule's "running below
 	// max_num_seqs" condition (for an estimator that does not know it).
@@ -64,10 +68,10 @@ type Options struct {
 	// Metrics receives OpenMetrics text with explicit timestamps, one sample
 	// per series per scrape over the measured phases.
 	Metrics        io.Writer
-	MetricsOptions MetricsOptions
+	MetricsOptions export.MetricsOptions
 	// Exporters overrides the scenario's export shape (nil: the scenario's,
-	// else DefaultExportShape).
-	Exporters *ExportShape
+	// else scenario.DefaultExportShape).
+	Exporters *scenario.ExportShape
 	// Records receives one gate record (JSON line) per decision in the
 	// measured phases.
 	Records io.Writer
@@ -77,16 +81,16 @@ type Options struct {
 
 // sim is the fleet: workload, EPP, engines, outputs and truth accumulators.
 type sim struct {
-	sc  *Scenario
+	sc  *scenario.Scenario
 	opt Options
-	x   ExportShape
+	x   scenario.ExportShape
 	// dpEngines is the vLLM engines behind each EPP endpoint.
 	dpEngines int
-	tree      nodeTree
-	wl        *workload
-	pods      []*pod
-	ec        *blockCache
-	epp       *epp
+	tree      prefix.Tree
+	wl        *workload.Workload
+	pods      []*engine.Pod
+	ec        *prefix.Cache
+	epp       *epp.EPP
 	live      bool
 
 	phaseStart []int64
@@ -103,9 +107,9 @@ type sim struct {
 	nextScrape  int64
 	base        time.Time
 
-	cat *catalog
-	om  *omWriter
-	rec *recordWriter
+	cat *export.Catalog
+	om  *export.OpenMetricsWriter
+	rec *export.RecordWriter
 
 	nextID       int64
 	pendingFirst int
@@ -117,10 +121,10 @@ type sim struct {
 	// lc are the pod departure's events.
 	lc lifecycle
 
-	acc truthAcc
+	acc *truth.Acc
 }
 
-func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
+func newSim(sc *scenario.Scenario, opt Options, live bool) (*sim, error) {
 	sc = sc.Clone() // Run never modifies the caller's scenario; runs may share it
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -178,41 +182,43 @@ func newSim(sc *Scenario, opt Options, live bool) (*sim, error) {
 	}
 	s.nextScrape = s.measStart
 
-	if s.wl, err = newWorkload(sc, opt.Seed, &s.tree, live); err != nil {
+	if s.wl, err = workload.New(sc, opt.Seed, &s.tree, live); err != nil {
 		return nil, fmt.Errorf("run %s: %w", sc.Name, err)
 	}
-	s.wl.measure(s.measStart, s.runEnd)
-	for s.wl.peek() < s.runStart {
-		if a, ok := s.wl.next(); ok {
-			s.tree.release(a.out) // skipped: no request takes the arrival's hold
+	s.wl.Measure(s.measStart, s.runEnd)
+	for s.wl.Peek() < s.runStart {
+		if a, ok := s.wl.Next(); ok {
+			s.tree.Release(a.Out) // skipped: no request takes the arrival's hold
 		}
 	}
 	eng := &sc.Pods.Engine
-	n := s.x.engines(sc)
+	n := s.x.Engines(sc)
 	s.dpEngines = s.x.DPEngines
-	s.ec = newBlockCache(int32(eng.BlockSize), n, &s.tree)
-	cfg := newEngineCfg(eng)
-	cfg.iterEveryStep = s.x.IterationEveryStep
-	cfg.pcCount = prefixCounting(s.x.VLLM)
+	s.ec = prefix.NewCache(int32(eng.BlockSize), n, &s.tree)
+	cfg := engine.NewConfig(eng, &s.x)
 	for i := 0; i < n; i++ {
-		s.pods = append(s.pods, newPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
+		s.pods = append(s.pods, engine.NewPod(i, cfg, &s.tree, s.ec, s, eng.MaxModelLen))
 	}
-	s.epp = newEPP(sc, &s.tree, opt.Seed, s.x.endpoints(sc), s.x.EPPReplicas, s.x.SyncReplicas)
-	if s.x.pd() {
-		s.epp.pd = newEPPPD(s)
+	s.epp = epp.New(sc, &s.tree, opt.Seed, s.x.Endpoints(sc), s.x.EPPReplicas, s.x.SyncReplicas)
+	if s.x.PD() {
+		s.epp.PD = newEPPPD(s)
 	}
 	s.initLifecycle()
 	s.cur = s.phaseAt(s.runStart)
-	s.epp.settings = s.settings[s.cur]
+	s.epp.Settings = s.settings[s.cur]
 	s.now = s.runStart
-	s.cat = newCatalog(s, opt.MetricsOptions, &s.x)
+	s.cat = export.NewCatalog(sc, &s.x, s.pods, s.epp, opt.MetricsOptions)
 	if opt.Metrics != nil {
-		s.om = newOMWriter(s.cat, opt.Metrics, opt.MetricsOptions.Interleaved)
+		s.om = export.NewOpenMetricsWriter(s.cat, opt.Metrics, opt.MetricsOptions.Interleaved)
 	}
 	if opt.Records != nil {
-		s.rec = newRecordWriter(opt.Records, sc, s.base, &s.x)
+		s.rec = export.NewRecordWriter(opt.Records, sc, s.base, &s.x)
 	}
-	s.acc.init(s)
+	s.acc = truth.NewAcc(truth.Run{Scenario: sc, Shape: &s.x, Seed: opt.Seed, Base: s.base,
+		PhaseStart: s.phaseStart, PhaseEnd: s.phaseEnd, Settings: s.settings,
+		MeasStart: s.measStart, RunEnd: s.runEnd, ScrapeNs: s.scrapeNs,
+		SaturationWindow: opt.SaturationWindow, MaxKVUsage: opt.MaxKVUsage, IgnoreMaxNumSeqs: opt.IgnoreMaxNumSeqs,
+		Pods: s.pods, PD: s.epp.PD != nil})
 	return s, nil
 }
 
@@ -242,11 +248,11 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 	for {
 		tp, pi := int64(math.MaxInt64), -1
 		for i, p := range s.pods {
-			if p.busy && p.stepEnd < tp {
-				tp, pi = p.stepEnd, i
+			if p.Busy() && p.StepEnd() < tp {
+				tp, pi = p.StepEnd(), i
 			}
 		}
-		ta := s.wl.peek()
+		ta := s.wl.Peek()
 		if ta >= s.arrivalsEnd {
 			ta = math.MaxInt64
 		}
@@ -271,9 +277,9 @@ func (s *sim) advance(ctx context.Context, until int64) error {
 		switch t {
 		case tph:
 			s.cur++
-			s.epp.settings = s.settings[s.cur]
+			s.epp.Settings = s.settings[s.cur]
 		case tp:
-			s.pods[pi].endStep(t)
+			s.pods[pi].EndStep(t)
 		case tt:
 			s.fireTimer()
 		case tl:
@@ -300,8 +306,8 @@ func (s *sim) drain(ctx context.Context, maxDrain time.Duration) error {
 	for s.pendingFirst > 0 {
 		tp, pi := int64(math.MaxInt64), -1
 		for i, p := range s.pods {
-			if p.busy && p.stepEnd < tp {
-				tp, pi = p.stepEnd, i
+			if p.Busy() && p.StepEnd() < tp {
+				tp, pi = p.StepEnd(), i
 			}
 		}
 		if tt := s.timers.next(); tt < tp {
@@ -316,7 +322,7 @@ func (s *sim) drain(ctx context.Context, maxDrain time.Duration) error {
 			return nil
 		}
 		s.now = tp
-		s.pods[pi].endStep(tp)
+		s.pods[pi].EndStep(tp)
 		s.events++
 		if s.events&0x3fff == 0 {
 			if err := ctx.Err(); err != nil {
@@ -328,37 +334,36 @@ func (s *sim) drain(ctx context.Context, maxDrain time.Duration) error {
 }
 
 func (s *sim) arrive() {
-	a, ok := s.wl.next()
+	a, ok := s.wl.Next()
 	if !ok {
 		return
 	}
 	s.nextID++
-	r := &request{id: s.nextID, arrival: a.t, vArr: a.t, phase: int16(s.phaseAt(a.t)), leaf: a.leaf, out: a.out,
-		prompt: a.prompt, output: a.output, firstSched: -1, firstToken: -1, heapIdx: -1}
-	if s.epp.pd != nil {
-		s.arrivePD(r, a.t >= s.measStart)
+	r := engine.NewRequest(s.nextID, a.T, int16(s.phaseAt(a.T)), a.Leaf, a.Out, a.Prompt, a.Output)
+	if s.epp.PD != nil {
+		s.arrivePD(r, a.T >= s.measStart)
 		return
 	}
-	dec := s.epp.route(r)
-	measured := a.t >= s.measStart
-	if dec.chosen < 0 {
+	dec := s.epp.Route(r.ID, r.Leaf, r.Prompt, &r.Ticket)
+	measured := a.T >= s.measStart
+	if dec.Chosen < 0 {
 		// No endpoint to schedule to: the request fails.
-		s.acc.failed(r, measured)
-		s.tree.release(r.out)
+		s.acc.Failed(r, measured)
+		s.tree.Release(r.Out)
 		return
 	}
-	r.ep = int32(dec.chosen)
-	r.pod = int32(s.pickEngine(dec.chosen))
+	r.Ticket.Ep = int32(dec.Chosen)
+	r.Pod = int32(s.pickEngine(dec.Chosen))
 	if measured && s.rec != nil {
-		if dec.pool != nil {
-			s.rec.writePool(r, dec.eps, &dec, dec.pool)
+		if dec.Pool != nil {
+			s.rec.WritePool(r, dec.Eps, &dec, dec.Pool)
 		} else {
-			s.rec.write(r, s.epp.eps, &dec)
+			s.rec.Write(r, s.epp.Endpoints, &dec)
 		}
 	}
-	s.acc.decided(s, r, &dec, measured)
+	s.acc.Decided(r, &dec, measured)
 	s.pendingFirst++
-	s.pods[r.pod].enqueue(r, s.now)
+	s.pods[r.Pod].Enqueue(r, s.now)
 }
 
 // pickEngine is the engine behind endpoint ep that vLLM's front-end gives
@@ -370,7 +375,7 @@ func (s *sim) pickEngine(ep int) int {
 	best, bestScore := -1, int64(0)
 	for e := ep * s.dpEngines; e < (ep+1)*s.dpEngines; e++ {
 		p := s.pods[e]
-		score := int64(p.waiting.len())*4 + int64(p.nRunning)
+		score := int64(p.Waiting())*4 + int64(p.Running())
 		if best < 0 || score < bestScore {
 			best, bestScore = e, score
 		}
@@ -378,40 +383,42 @@ func (s *sim) pickEngine(ep int) int {
 	return best
 }
 
-func (s *sim) firstToken(p *pod, r *request, now int64) {
-	if r.isLeg {
-		s.acc.podFirstToken(s, p, r, now)
+// FirstToken is the engine hook of r's first token.
+func (s *sim) FirstToken(p *engine.Pod, r *engine.Request, now int64) {
+	if r.IsLeg {
+		s.acc.PodFirstToken(p, r, now)
 		return
 	}
 	s.pendingFirst--
-	s.epp.firstToken(r)
-	s.epp.reps[r.eppRep].m.ttftH.observe(float64(now-r.arrival) / 1e9)
-	s.acc.firstToken(s, p, r, now)
+	s.epp.FirstToken(&r.Ticket)
+	s.epp.Replicas[r.Ticket.Rep].Metrics.TTFTH.Observe(float64(now-r.Arrival) / 1e9)
+	s.acc.FirstToken(p, r, now)
 }
 
-func (s *sim) finished(_ *pod, r *request, now int64) {
-	if r.isLeg {
+// Finished is the engine hook of r's last token.
+func (s *sim) Finished(_ *engine.Pod, r *engine.Request, now int64) {
+	if r.IsLeg {
 		s.legFinished(r, now)
 		return
 	}
-	s.epp.finished(r)
-	s.tree.release(r.out) // the request's hold, taken over from its arrival
-	if s.x.UsageShare < 1 && unitHash(uint64(r.id)) >= s.x.UsageShare {
+	s.epp.Finished(&r.Ticket)
+	s.tree.Release(r.Out) // the request's hold, taken over from its arrival
+	if s.x.UsageShare < 1 && unitHash(uint64(r.ID)) >= s.x.UsageShare {
 		return // the response carried no usage: the EPP observes no tokens
 	}
-	m := &s.epp.reps[r.eppRep].m
-	m.inputH.observe(float64(r.prompt))
-	m.cachedH.observe(float64(s.usageCached(r)))
+	m := &s.epp.Replicas[r.Ticket.Rep].Metrics
+	m.InputH.Observe(float64(r.Prompt))
+	m.CachedH.Observe(float64(s.usageCached(r)))
 }
 
 // usageCached is the cached tokens r's response reports: its engine's, or
 // for a disaggregated request behind today's routing sidecar, its prefill
 // leg's (llm-d-router pkg/sidecar/proxy/connector_nixlv2.go rewrites them).
-func (s *sim) usageCached(r *request) int32 {
-	if r.peer != nil && s.x.PDUsageCached == PDProfilePrefill {
-		return r.peer.firstCached
+func (s *sim) usageCached(r *engine.Request) int32 {
+	if r.Peer != nil && s.x.PDUsageCached == scenario.PDProfilePrefill {
+		return r.Peer.FirstCached
 	}
-	return r.firstCached
+	return r.FirstCached
 }
 
 // unitHash maps v to [0, 1) deterministically (splitmix64), so that which
@@ -431,16 +438,16 @@ func (s *sim) wallMillis(t int64) int64 {
 func (s *sim) scrape() {
 	t := s.nextScrape
 	s.nextScrape += s.scrapeNs
-	s.acc.sample(s, t)
+	s.acc.Sample(t)
 	if s.om != nil {
-		s.om.scrape(s.wallMillis(t))
+		s.om.Scrape(s.wallMillis(t))
 	}
 }
 
 // Run simulates the scenario (or the phases Options select) and returns its
 // ground truth, writing the metrics and gate records Options ask for. It does
 // not modify sc; concurrent Runs may share it.
-func Run(ctx context.Context, sc *Scenario, opt Options) (*Truth, error) {
+func Run(ctx context.Context, sc *scenario.Scenario, opt Options) (*truth.Truth, error) {
 	s, err := newSim(sc, opt, false)
 	if err != nil {
 		return nil, err
@@ -455,18 +462,104 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Truth, error) {
 	if err := s.drain(ctx, maxDrain); err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", sc.Name, err)
 	}
-	if err := s.wl.err(); err != nil {
+	if err := s.wl.Err(); err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", sc.Name, err)
 	}
 	if s.om != nil {
-		if err := s.om.finish(); err != nil {
+		if err := s.om.Finish(); err != nil {
 			return nil, fmt.Errorf("write metrics of %s: %w", sc.Name, err)
 		}
 	}
 	if s.rec != nil {
-		if err := s.rec.flush(); err != nil {
+		if err := s.rec.Flush(); err != nil {
 			return nil, fmt.Errorf("write gate records of %s: %w", sc.Name, err)
 		}
 	}
 	return s.truth(), nil
 }
+
+// truth is the run's truth at the time it reached.
+func (s *sim) truth() *truth.Truth {
+	return s.acc.Truth(s.now, s.live, s.wl.TraceTruth())
+}
+
+// exportShape resolves the shape of a run: Options over the scenario over
+// the package default.
+func exportShape(sc *scenario.Scenario, opt *Options) (scenario.ExportShape, error) {
+	var x scenario.ExportShape
+	switch {
+	case opt.Exporters != nil:
+		x = *opt.Exporters
+	case sc.Exporters != nil:
+		x = *sc.Exporters
+	default:
+		var err error
+		if x, err = scenario.ExportShapeNamed(""); err != nil {
+			return x, err
+		}
+	}
+	x.Producers = append([]string(nil), x.Producers...)
+	if err := x.Validate(); err != nil {
+		return x, fmt.Errorf("scenario %s: exporters: %w", sc.Name, err)
+	}
+	if x.DepartPods > sc.Pods.Count {
+		return x, fmt.Errorf("scenario %s: exporters: departPods %d exceeds the %d pods", sc.Name, x.DepartPods, sc.Pods.Count)
+	}
+	return x, nil
+}
+
+// Sim is a simulation in progress that its caller drives (package live
+// drives one in real time).
+type Sim struct{ s *sim }
+
+// NewOpenEnded builds an open-ended simulation of sc under opt: measured
+// from scenario time 0, its last phase never ends.
+func NewOpenEnded(sc *scenario.Scenario, opt Options) (*Sim, error) {
+	s, err := newSim(sc, opt, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Sim{s: s}, nil
+}
+
+// Advance processes every event up to and including scenario time until (ns).
+func (x *Sim) Advance(ctx context.Context, until int64) error { return x.s.advance(ctx, until) }
+
+// Now is the scenario time the simulation reached (ns).
+func (x *Sim) Now() int64 { return x.s.now }
+
+// FlushRecords writes the buffered gate records (none without Options.Records).
+func (x *Sim) FlushRecords() error {
+	if x.s.rec == nil {
+		return nil
+	}
+	return x.s.rec.Flush()
+}
+
+// WriteMetrics writes the current metrics in the Prometheus text format.
+func (x *Sim) WriteMetrics(w io.Writer) error { return x.s.cat.WriteText(w) }
+
+// Pin fixes the EPP's settings whatever the phase.
+func (x *Sim) Pin(st gate.Settings) {
+	s := x.s
+	for i := range s.settings {
+		s.settings[i] = st
+	}
+	s.epp.Settings = st
+}
+
+// Settings are the gate settings the EPP uses.
+func (x *Sim) Settings() gate.Settings { return x.s.epp.Settings }
+
+// RestartEPP restarts the EPP: its prefix index and in-flight accounting
+// start empty.
+func (x *Sim) RestartEPP() { x.s.epp.Restart() }
+
+// Phase is the name of the phase the simulation is in.
+func (x *Sim) Phase() string { return x.s.sc.Phases[x.s.cur].Name }
+
+// Truth is the ground truth up to the time the simulation reached.
+func (x *Sim) Truth() *truth.Truth { return x.s.truth() }
+
+// EPP is the simulated EPP.
+func (x *Sim) EPP() *epp.EPP { return x.s.epp }

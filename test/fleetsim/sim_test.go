@@ -11,18 +11,13 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
-func mustLoad(t testing.TB, name string) *Scenario {
-	t.Helper()
-	sc, err := LoadScenario(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
-
-func mustRun(t testing.TB, sc *Scenario, opt Options) *Truth {
+func mustRun(t testing.TB, sc *scenario.Scenario, opt Options) *truth.Truth {
 	t.Helper()
 	tr, err := Run(context.Background(), sc, opt)
 	if err != nil {
@@ -33,7 +28,7 @@ func mustRun(t testing.TB, sc *Scenario, opt Options) *Truth {
 
 type outputs struct{ metrics, records, truth bytes.Buffer }
 
-func runOutputs(t *testing.T, sc *Scenario, seed uint64) *outputs {
+func runOutputs(t *testing.T, sc *scenario.Scenario, seed uint64) *outputs {
 	t.Helper()
 	o := &outputs{}
 	tr := mustRun(t, sc, Options{Seed: seed, Metrics: &o.metrics, Records: &o.records})
@@ -46,7 +41,7 @@ func runOutputs(t *testing.T, sc *Scenario, seed uint64) *outputs {
 func TestSameSeedGivesByteIdenticalOutputs(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "prompt-shift"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			if name == "prompt-shift" {
 				// Every phase, compressed 20x to keep the test quick.
 				var err error
@@ -85,22 +80,22 @@ func runToIdle(t *testing.T, s *sim) {
 	for {
 		tp, pi := int64(math.MaxInt64), -1
 		for i, p := range s.pods {
-			if p.busy && p.stepEnd < tp {
-				tp, pi = p.stepEnd, i
+			if p.Busy() && p.StepEnd() < tp {
+				tp, pi = p.StepEnd(), i
 			}
 		}
 		if pi < 0 {
 			return
 		}
 		s.now = tp
-		s.pods[pi].endStep(tp)
+		s.pods[pi].EndStep(tp)
 	}
 }
 
 func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 	for _, name := range []string{"calibration-15928", "hotspot", "steady"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			if name != "calibration-15928" {
 				var err error
 				if sc, err = sc.Compressed(4); err != nil {
@@ -114,40 +109,40 @@ func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 			runToIdle(t, s)
 			var routed, finished int64
 			for i, p := range s.pods {
-				l := &s.ec.pods[i]
-				if p.private != 0 || l.pinned != 0 || p.nRunning != 0 || p.waiting.len() != 0 || p.nDecode != 0 || len(p.prefilling) != 0 {
+				pinned, lru := s.ec.Pinned(int32(i)), s.ec.LRUBlocks(int32(i))
+				if p.Private() != 0 || pinned != 0 || p.Running() != 0 || p.Waiting() != 0 || p.Decoding() != 0 || p.Prefilling() != 0 {
 					t.Errorf("pod %d idle with private=%d pinned=%d running=%d waiting=%d decoding=%d prefilling=%d",
-						i, p.private, l.pinned, p.nRunning, p.waiting.len(), p.nDecode, len(p.prefilling))
+						i, p.Private(), pinned, p.Running(), p.Waiting(), p.Decoding(), p.Prefilling())
 				}
-				for g, c := range p.growCnt {
+				for g, c := range p.GrowthBuckets() {
 					if c != 0 {
 						t.Errorf("pod %d: decode growth bucket %d = %d after draining", i, g, c)
 					}
 				}
-				if l.lruBlocks > p.cfg.totalBlocks {
-					t.Errorf("pod %d caches %d blocks of %d", i, l.lruBlocks, p.cfg.totalBlocks)
+				if lru > p.TotalBlocks() {
+					t.Errorf("pod %d caches %d blocks of %d", i, lru, p.TotalBlocks())
 				}
-				if s.epp.tokens[i] != 0 || s.epp.reqs[i] != 0 {
-					t.Errorf("pod %d: EPP in-flight tokens %d requests %d after draining", i, s.epp.tokens[i], s.epp.reqs[i])
+				if s.epp.Tokens[i] != 0 || s.epp.Reqs[i] != 0 {
+					t.Errorf("pod %d: EPP in-flight tokens %d requests %d after draining", i, s.epp.Tokens[i], s.epp.Reqs[i])
 				}
-				for k := range s.epp.reps {
-					rp := &s.epp.reps[k]
-					if rp.tokens[i] != 0 || rp.reqs[i] != 0 {
-						t.Errorf("pod %d: EPP replica %d in-flight tokens %d requests %d after draining", i, k, rp.tokens[i], rp.reqs[i])
+				for k := range s.epp.Replicas {
+					rp := &s.epp.Replicas[k]
+					if rp.Tokens[i] != 0 || rp.Reqs[i] != 0 {
+						t.Errorf("pod %d: EPP replica %d in-flight tokens %d requests %d after draining", i, k, rp.Tokens[i], rp.Reqs[i])
 					}
-					routed += rp.m.attempts[i]
+					routed += rp.Metrics.Attempts[i]
 				}
-				finished += p.m.success
+				finished += p.Metrics.Success
 				var promptH int64
-				for _, c := range p.m.promptTokensH.counts {
+				for _, c := range p.Metrics.PromptTokensH.Counts {
 					promptH += c
 				}
-				if promptH != p.m.success || p.m.ttft.count != p.m.success {
-					t.Errorf("pod %d: %d finished but %d prompt observations and %d TTFT", i, p.m.success, promptH, p.m.ttft.count)
+				if promptH != p.Metrics.Success || p.Metrics.TTFT.Count != p.Metrics.Success {
+					t.Errorf("pod %d: %d finished but %d prompt observations and %d TTFT", i, p.Metrics.Success, promptH, p.Metrics.TTFT.Count)
 				}
-				if p.m.promptTokens != p.m.localCompute+p.m.localCacheHit || p.m.cachedTokens != p.m.localCacheHit {
+				if p.Metrics.PromptTokens != p.Metrics.LocalCompute+p.Metrics.LocalCacheHit || p.Metrics.CachedTokens != p.Metrics.LocalCacheHit {
 					t.Errorf("pod %d: prompt tokens %d != compute %d + cache hit %d (cached %d)", i,
-						p.m.promptTokens, p.m.localCompute, p.m.localCacheHit, p.m.cachedTokens)
+						p.Metrics.PromptTokens, p.Metrics.LocalCompute, p.Metrics.LocalCacheHit, p.Metrics.CachedTokens)
 				}
 			}
 			if routed == 0 || routed != finished {
@@ -166,12 +161,12 @@ func TestAccountingBalancesWhenTheFleetDrains(t *testing.T) {
 func TestNominalRateIsWhatTheCalibrationRecipeMeasures(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "calibration-15928", "calibration-39065"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name).Clone()
+			sc := fleettest.Load(t, name).Clone()
 			sc.Pods.Count = 1
 			chunk := float64(sc.Pods.Engine.MaxNumBatchedTokens)
-			sc.Classes = []SessionClass{{Name: "probe", UserTokens: ConstDist(chunk), OutputTokens: ConstDist(1)}}
-			sc.Phases = []Phase{{Name: "probe", Duration: 10 * time.Minute, RequestRate: 0.1,
-				Arrivals: ArrivalSpec{Process: ArrivalPoisson}, Mix: []float64{1}, Settings: sc.EPP.Settings}}
+			sc.Classes = []scenario.SessionClass{{Name: "probe", UserTokens: scenario.ConstDist(chunk), OutputTokens: scenario.ConstDist(1)}}
+			sc.Phases = []scenario.Phase{{Name: "probe", Duration: 10 * time.Minute, RequestRate: 0.1,
+				Arrivals: scenario.ArrivalSpec{Process: scenario.ArrivalPoisson}, Mix: []float64{1}, Settings: sc.EPP.Settings}}
 			tr := mustRun(t, sc, Options{Seed: 1})
 			p := tr.Phases[0]
 			if p.Requests < 20 {
@@ -191,7 +186,7 @@ func TestNominalRateIsWhatTheCalibrationRecipeMeasures(t *testing.T) {
 func TestCalibrationScenariosDrainBelowNominal(t *testing.T) {
 	for _, name := range []string{"calibration-1970", "calibration-15928", "calibration-39065"} {
 		t.Run(name, func(t *testing.T) {
-			sc := mustLoad(t, name)
+			sc := fleettest.Load(t, name)
 			tr := mustRun(t, sc, Options{Seed: 1})
 			if len(tr.Windows) == 0 {
 				t.Fatal("no saturated window")
@@ -243,7 +238,7 @@ func TestCalibrationScenariosDrainBelowNominal(t *testing.T) {
 }
 
 func TestQuietNeverSaturates(t *testing.T) {
-	tr := mustRun(t, mustLoad(t, "quiet"), Options{Seed: 1})
+	tr := mustRun(t, fleettest.Load(t, "quiet"), Options{Seed: 1})
 	if len(tr.Windows) != 0 {
 		t.Errorf("quiet has %d saturated windows, e.g. %+v", len(tr.Windows), tr.Windows[0])
 	}
@@ -258,7 +253,7 @@ func TestQuietNeverSaturates(t *testing.T) {
 }
 
 func TestSinglePhaseRunSeesTheSameRequests(t *testing.T) {
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	last := sc.Phases[len(sc.Phases)-1].Name
 	full := mustRun(t, sc, Options{Seed: 5})
 	one := mustRun(t, sc, Options{Seed: 5, First: last, Last: last, Warmup: 5 * time.Minute})
@@ -285,10 +280,10 @@ func TestSinglePhaseRunSeesTheSameRequests(t *testing.T) {
 }
 
 func TestSettingsOverrideIsPerPhaseAndReported(t *testing.T) {
-	sc := mustLoad(t, "steady")
-	off := DefaultSettings()
+	sc := fleettest.Load(t, "steady")
+	off := epp.DefaultSettings()
 	off.MaxTTFTPenaltyMs = 0 // static gate off: never releases
-	tight := StaticBars(DefaultSettings(), 2000)[0]
+	tight := StaticBars(epp.DefaultSettings(), 2000)[0]
 	tr := mustRun(t, sc, Options{Seed: 2, SettingsFor: func(i int) gate.Settings {
 		if i == 0 {
 			return off
@@ -308,8 +303,8 @@ func TestSettingsOverrideIsPerPhaseAndReported(t *testing.T) {
 }
 
 func TestSettingsByPhaseFallsBackToTheScenario(t *testing.T) {
-	sc := mustLoad(t, "steady")
-	tight := StaticBars(DefaultSettings(), 5000)[0]
+	sc := fleettest.Load(t, "steady")
+	tight := StaticBars(epp.DefaultSettings(), 5000)[0]
 	f := SettingsByPhase(sc, map[string]gate.Settings{"afternoon": tight})
 	if f(0) != sc.Phases[0].Settings || f(1) != tight {
 		t.Errorf("SettingsByPhase: %+v / %+v", f(0), f(1))
@@ -319,14 +314,14 @@ func TestSettingsByPhaseFallsBackToTheScenario(t *testing.T) {
 func TestRunStopsWhenTheContextIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Run(ctx, mustLoad(t, "steady"), Options{Seed: 1})
+	_, err := Run(ctx, fleettest.Load(t, "steady"), Options{Seed: 1})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context = %v", err)
 	}
 }
 
 func TestGateRecordsAreOnePerDecisionInTheDesignFormat(t *testing.T) {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	var rec bytes.Buffer
 	tr := mustRun(t, sc, Options{Seed: 1, Records: &rec})
 	lines := strings.Split(strings.TrimSuffix(rec.String(), "\n"), "\n")
@@ -355,7 +350,7 @@ func TestGateRecordsAreOnePerDecisionInTheDesignFormat(t *testing.T) {
 }
 
 func TestTruthJSONIsStable(t *testing.T) {
-	tr := mustRun(t, mustLoad(t, "calibration-1970"), Options{Seed: 1})
+	tr := mustRun(t, fleettest.Load(t, "calibration-1970"), Options{Seed: 1})
 	var b bytes.Buffer
 	if err := tr.WriteJSON(&b); err != nil {
 		t.Fatal(err)

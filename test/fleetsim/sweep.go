@@ -7,19 +7,21 @@ import (
 	"sync"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // SweepResult is one candidate's run.
 type SweepResult struct {
 	Settings gate.Settings
-	Truth    *Truth
+	Truth    *truth.Truth
 }
 
 // Sweep re-runs the scenario once per candidate, each candidate in force in
 // every phase, with opt otherwise unchanged (outputs must be nil: the runs
 // are concurrent). workers bounds the concurrency (< 1: one). Results are in
 // candidate order and do not depend on workers.
-func Sweep(ctx context.Context, sc *Scenario, opt Options, candidates []gate.Settings, workers int) ([]SweepResult, error) {
+func Sweep(ctx context.Context, sc *scenario.Scenario, opt Options, candidates []gate.Settings, workers int) ([]SweepResult, error) {
 	if opt.Metrics != nil || opt.Records != nil {
 		return nil, fmt.Errorf("sweep %s: outputs are not supported (runs are concurrent)", sc.Name)
 	}
@@ -70,7 +72,7 @@ func StaticBars(base gate.Settings, bars ...float64) []gate.Settings {
 
 // Best returns the index of the result with the lowest score on the named
 // phase (first on ties), or -1 when no result has that phase.
-func Best(results []SweepResult, phase string, score func(*PhaseTruth) float64) int {
+func Best(results []SweepResult, phase string, score func(*truth.PhaseTruth) float64) int {
 	best, bestV := -1, math.Inf(1)
 	for i := range results {
 		p := results[i].Truth.Phase(phase)
@@ -85,18 +87,11 @@ func Best(results []SweepResult, phase string, score func(*PhaseTruth) float64) 
 }
 
 // TTFTP90 scores a phase by its TTFT p90 (seconds).
-func TTFTP90(p *PhaseTruth) float64 { return p.TTFT.P90 }
-
-// DefaultSettings are the EPP's defaults (router main, Aug 2026): static,
-// 18000 ms, 15928 tok/s, threshold 0.8, v1 missing-signal semantics.
-func DefaultSettings() gate.Settings {
-	p := gate.DefaultParams()
-	return p.Settings(gate.SemanticsV1)
-}
+func TTFTP90(p *truth.PhaseTruth) float64 { return p.TTFT.P90 }
 
 // SettingsByPhase returns an Options.SettingsFor that takes each phase's
 // settings from m (by phase name) and falls back to the scenario's.
-func SettingsByPhase(sc *Scenario, m map[string]gate.Settings) func(int) gate.Settings {
+func SettingsByPhase(sc *scenario.Scenario, m map[string]gate.Settings) func(int) gate.Settings {
 	return func(i int) gate.Settings {
 		if s, ok := m[sc.Phases[i].Name]; ok {
 			return s

@@ -8,20 +8,15 @@ import (
 	"testing"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // sweepBars are the static bars the acceptance sweeps try: a 1-2-5 series
 // spanning 1k..1M tokens (maxTTFTPenaltyMs × 15928 tok/s / 1000).
 var sweepBars = []float64{1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6}
-
-// matchedTokensNoCeiling is the seed's penaltyMode: matchedTokens with
-// maxTTFTPenaltyMs 0 (pure break-even).
-func matchedTokensNoCeiling() gate.Settings {
-	s := DefaultSettings()
-	s.Mode = gate.ModeMatchedTokens
-	s.MaxTTFTPenaltyMs = 0
-	return s
-}
 
 type phaseSweep struct {
 	phase   string
@@ -29,12 +24,18 @@ type phaseSweep struct {
 }
 
 func (ps *phaseSweep) bars() []SweepResult { return ps.results[:len(sweepBars)] }
-func (ps *phaseSweep) def() *PhaseTruth    { return ps.results[len(sweepBars)].Truth.Phase(ps.phase) }
-func (ps *phaseSweep) matched() *PhaseTruth {
+
+func (ps *phaseSweep) def() *truth.PhaseTruth {
+	return ps.results[len(sweepBars)].Truth.Phase(ps.phase)
+}
+
+func (ps *phaseSweep) matched() *truth.PhaseTruth {
 	return ps.results[len(sweepBars)+1].Truth.Phase(ps.phase)
 }
-func (ps *phaseSweep) at(i int) *PhaseTruth { return ps.results[i].Truth.Phase(ps.phase) }
-func (ps *phaseSweep) best() (bar float64, p *PhaseTruth) {
+
+func (ps *phaseSweep) at(i int) *truth.PhaseTruth { return ps.results[i].Truth.Phase(ps.phase) }
+
+func (ps *phaseSweep) best() (bar float64, p *truth.PhaseTruth) {
 	i := Best(ps.bars(), ps.phase, TTFTP90)
 	return sweepBars[i], ps.at(i)
 }
@@ -60,9 +61,9 @@ func (ps *phaseSweep) log(t *testing.T) {
 	t.Log(b.String())
 }
 
-func sweepPhases(t *testing.T, sc *Scenario, seed uint64, phases ...string) []*phaseSweep {
+func sweepPhases(t *testing.T, sc *scenario.Scenario, seed uint64, phases ...string) []*phaseSweep {
 	t.Helper()
-	cands := append(StaticBars(DefaultSettings(), sweepBars...), DefaultSettings(), matchedTokensNoCeiling())
+	cands := append(StaticBars(epp.DefaultSettings(), sweepBars...), epp.DefaultSettings(), fleettest.MatchedTokensNoCeiling())
 	var out []*phaseSweep
 	for _, ph := range phases {
 		res, err := Sweep(context.Background(), sc, Options{Seed: seed, First: ph, Last: ph}, cands, 2)
@@ -106,7 +107,7 @@ func TestPromptShiftStaticBarGoesStale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps 36 runs of 30 simulated minutes")
 	}
-	sc := mustLoad(t, "prompt-shift")
+	sc := fleettest.Load(t, "prompt-shift")
 	sw := sweepPhases(t, sc, 1, "night", "evening", "late")
 	early := sw[0]
 	earlyBar, _ := early.best()
@@ -142,7 +143,7 @@ func TestSteadyDefaultIsNearBest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps 24 runs")
 	}
-	sc := mustLoad(t, "steady")
+	sc := fleettest.Load(t, "steady")
 	for _, ps := range sweepPhases(t, sc, 1, "morning", "afternoon") {
 		bar, best := ps.best()
 		def := ps.def()
@@ -159,13 +160,13 @@ func TestSteadyDefaultIsNearBest(t *testing.T) {
 // TestHotspotPilesLoadOnAFewPods: under the default, sessions pinned to the
 // pods holding a hot repository queue for seconds while other pods idle.
 func TestHotspotPilesLoadOnAFewPods(t *testing.T) {
-	sc := mustLoad(t, "hotspot")
+	sc := fleettest.Load(t, "hotspot")
 	def := mustRun(t, sc, Options{Seed: 1}).Phases[0]
 	var p90s []float64
 	for _, p := range def.Pods {
 		p90s = append(p90s, p.TTFT.P90)
 	}
-	q := quantiles(p90s)
+	q := truth.QuantilesOf(p90s)
 	t.Logf("hotspot, default: pod TTFT p90 median %.2fs, max %.2fs; wrongly held %.3f", q.P50, q.P99, *def.WronglyHeldRate)
 	if q.P99 < 3*q.P50 {
 		t.Errorf("hottest pod's TTFT p90 %.2fs is not 3x the median pod's %.2fs", q.P99, q.P50)
@@ -173,7 +174,7 @@ func TestHotspotPilesLoadOnAFewPods(t *testing.T) {
 	if *def.WronglyHeldRate < 0.1 {
 		t.Errorf("default wrongly-held rate %.3f, want >= 0.1", *def.WronglyHeldRate)
 	}
-	mt := matchedTokensNoCeiling()
+	mt := fleettest.MatchedTokensNoCeiling()
 	got := mustRun(t, sc, Options{Seed: 1, SettingsFor: func(int) gate.Settings { return mt }}).Phases[0]
 	t.Logf("hotspot, matchedTokens: TTFT p90 %.2fs vs default %.2fs", got.TTFT.P90, def.TTFT.P90)
 	if got.TTFT.P90 > 0.5*def.TTFT.P90 {
@@ -182,11 +183,11 @@ func TestHotspotPilesLoadOnAFewPods(t *testing.T) {
 }
 
 func TestSweepRejectsOutputsAndKeepsCandidateOrder(t *testing.T) {
-	sc := mustLoad(t, "calibration-1970")
+	sc := fleettest.Load(t, "calibration-1970")
 	if _, err := Sweep(context.Background(), sc, Options{Records: &strings.Builder{}}, nil, 1); err == nil {
 		t.Error("Sweep accepted an output writer")
 	}
-	cands := StaticBars(DefaultSettings(), 1e6, 1e3)
+	cands := StaticBars(epp.DefaultSettings(), 1e6, 1e3)
 	res, err := Sweep(context.Background(), sc, Options{Seed: 1}, cands, 2)
 	if err != nil {
 		t.Fatal(err)

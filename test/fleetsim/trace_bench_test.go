@@ -1,22 +1,21 @@
 package fleetsim
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 )
 
 // traceHour is the whole one-hour Mooncake trace at its own rate (scale 1,
 // no loop) on 16 pods, in one phase.
-func traceHour(b *testing.B, window time.Duration) *Scenario {
+func traceHour(b *testing.B, window time.Duration) *scenario.Scenario {
 	b.Helper()
-	return traceScenario(b, func(sc *Scenario) {
+	return traceScenario(b, func(sc *scenario.Scenario) {
 		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Loop, sc.Trace.Window = 0, 1, false, window
 		sc.Pods.Count = 16
 		sc.Phases = sc.Phases[:1]
@@ -57,75 +56,6 @@ func BenchmarkTraceHour16Pods(b *testing.B) {
 	}
 }
 
-// BenchmarkTraceReader streams the trace, once and four times over (each
-// copy an hour later): the reader's live memory (reader-live-KB: the live
-// heap after a GC every 2000 records, less the heap before reading, which
-// holds the compressed input) stays flat while the input grows.
-func BenchmarkTraceReader(b *testing.B) {
-	f, err := os.Open(mooncakeTrace)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	src, err := NewTraceReader(f, TraceReaderOptions{Strict: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var recs []TraceRecord
-	for {
-		rec, err := src.Next()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			b.Fatal(err)
-		}
-		c := *rec
-		c.HashIDs = append([]int64(nil), rec.HashIDs...)
-		recs = append(recs, c)
-	}
-	for _, n := range []int{1, 4} {
-		// The trace n times over, each copy an hour later, gzip-compressed.
-		var plain bytes.Buffer
-		for k := range n {
-			for _, r := range recs {
-				fmt.Fprintf(&plain, `{"timestamp": %d, "input_length": %d, "output_length": %d, "hash_ids": %s}`+"\n",
-					r.TimestampMs+int64(k)*3600_000, r.InputLength, r.OutputLength, strings.ReplaceAll(fmt.Sprint(r.HashIDs), " ", ", "))
-			}
-		}
-		data := gz(b, plain.Bytes())
-		b.Run(map[int]string{1: "1x", 4: "4x"}[n], func(b *testing.B) {
-			b.ReportAllocs()
-			var peak int64
-			for b.Loop() {
-				runtime.GC()
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				base := int64(ms.HeapAlloc)
-				r, err := NewTraceReader(bytes.NewReader(data), TraceReaderOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := 0; ; i++ {
-					if _, err := r.Next(); err == io.EOF {
-						break
-					} else if err != nil {
-						b.Fatal(err)
-					}
-					if i%2000 == 0 {
-						runtime.GC()
-						runtime.ReadMemStats(&ms)
-						peak = max(peak, int64(ms.HeapAlloc)-base)
-					}
-				}
-				if r.Stats().Bad != 0 {
-					b.Fatal(r.Stats())
-				}
-			}
-			b.ReportMetric(float64(peak)/(1<<10), "reader-live-KB")
-		})
-	}
-}
-
 // BenchmarkLongRunMemory runs a workload for one length and for four times
 // it, measuring the live heap (heap-live-MB: after a GC every 2 minutes of
 // scenario time, the largest) and the prefix tree's node slots at the end
@@ -136,11 +66,11 @@ func BenchmarkTraceReader(b *testing.B) {
 // coding agents over churning repositories) for 40 and 160 minutes. Metrics
 // and records go to io.Discard.
 func BenchmarkLongRunMemory(b *testing.B) {
-	saturation := func(n int) *Scenario {
-		return traceScenario(b, func(sc *Scenario) { sc.Phases = sc.Phases[:n] })
+	saturation := func(n int) *scenario.Scenario {
+		return traceScenario(b, func(sc *scenario.Scenario) { sc.Phases = sc.Phases[:n] })
 	}
-	afternoon := func(n int) *Scenario {
-		sc := mustLoad(b, "prompt-shift")
+	afternoon := func(n int) *scenario.Scenario {
+		sc := fleettest.Load(b, "prompt-shift")
 		sc.Phases = sc.Phases[3:4]
 		sc.Phases[0].Duration = time.Duration(n) * 40 * time.Minute
 		if err := sc.Validate(); err != nil {
@@ -150,7 +80,7 @@ func BenchmarkLongRunMemory(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		name string
-		sc   func(int) *Scenario
+		sc   func(int) *scenario.Scenario
 		n    int
 	}{{"trace/15m", saturation, 1}, {"trace/60m", saturation, 4}, {"sessions/40m", afternoon, 1}, {"sessions/160m", afternoon, 4}} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -173,7 +103,7 @@ func BenchmarkLongRunMemory(b *testing.B) {
 					runtime.ReadMemStats(&ms)
 					heap = max(heap, ms.HeapAlloc)
 				}
-				slots, live = s.tree.len(), s.tree.live()
+				slots, live = s.tree.Len(), s.tree.Live()
 			}
 			b.ReportMetric(float64(heap)/(1<<20), "heap-live-MB")
 			b.ReportMetric(float64(slots), "tree-slots")

@@ -2,9 +2,7 @@ package fleetsim
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +14,9 @@ import (
 	"time"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/test/fleetsim/internal/fleettest"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/workload"
 	"github.com/gatetuner/gatetuner/tuner/records"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
 )
@@ -23,9 +24,9 @@ import (
 const mooncakeTrace = "traces/mooncake-conversation.jsonl.gz"
 
 // traceScenario is trace-saturation with its trace shaped by edit.
-func traceScenario(t testing.TB, edit func(sc *Scenario)) *Scenario {
+func traceScenario(t testing.TB, edit func(sc *scenario.Scenario)) *scenario.Scenario {
 	t.Helper()
-	sc := mustLoad(t, "trace-saturation")
+	sc := fleettest.Load(t, "trace-saturation")
 	if edit != nil {
 		edit(sc)
 	}
@@ -33,53 +34,6 @@ func traceScenario(t testing.TB, edit func(sc *Scenario)) *Scenario {
 		t.Fatal(err)
 	}
 	return sc
-}
-
-// rawTrace is the trace as encoding/json reads it, for independent statistics.
-type rawTrace struct {
-	ts, in   []float64
-	repeated int64 // prompt tokens in blocks whose id was seen before
-	prompt   int64
-}
-
-func readRawTrace(t testing.TB, file string) rawTrace {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out rawTrace
-	seen := map[int64]bool{}
-	dec := json.NewDecoder(zr)
-	for dec.More() {
-		var r struct {
-			Timestamp   float64 `json:"timestamp"`
-			InputLength int64   `json:"input_length"`
-			HashIDs     []int64 `json:"hash_ids"`
-		}
-		if err := dec.Decode(&r); err != nil {
-			t.Fatal(err)
-		}
-		out.ts = append(out.ts, r.Timestamp/1000)
-		out.in = append(out.in, float64(r.InputLength))
-		out.prompt += r.InputLength
-		for k, id := range r.HashIDs {
-			n := int64(512)
-			if k == len(r.HashIDs)-1 {
-				n = r.InputLength - int64(k)*512
-			}
-			if seen[id] {
-				out.repeated += n
-			}
-			seen[id] = true
-		}
-	}
-	return out
 }
 
 // quantile interpolates linearly between order statistics.
@@ -105,7 +59,7 @@ func within(t *testing.T, what string, got, want, tol float64) {
 // prompt quantiles and cacheable share (blocks repeating an earlier block)
 // within 1 %, for the whole trace and for a window of it.
 func TestTraceStatisticsAreReproduced(t *testing.T) {
-	raw := readRawTrace(t, mooncakeTrace)
+	raw := fleettest.ReadRawTrace(t, mooncakeTrace)
 	for _, tc := range []struct {
 		name          string
 		scale         float64
@@ -121,12 +75,12 @@ func TestTraceStatisticsAreReproduced(t *testing.T) {
 				hi = (tc.start + tc.window).Seconds()
 			}
 			var in []float64
-			for i, ts := range raw.ts {
+			for i, ts := range raw.TS {
 				if ts >= lo && ts < hi {
-					in = append(in, raw.in[i])
+					in = append(in, raw.In[i])
 				}
 			}
-			span := raw.ts[len(raw.ts)-1] - raw.ts[0] // the trace's 3,537 s
+			span := raw.TS[len(raw.TS)-1] - raw.TS[0] // the trace's 3,537 s
 			run := span + 1                           // past the last arrival
 			if tc.window > 0 {
 				span, run = tc.window.Seconds(), tc.window.Seconds()
@@ -134,7 +88,7 @@ func TestTraceStatisticsAreReproduced(t *testing.T) {
 			wantRate := float64(len(in)) / span
 			sort.Float64s(in)
 
-			sc := traceScenario(t, func(sc *Scenario) {
+			sc := traceScenario(t, func(sc *scenario.Scenario) {
 				tr := sc.Trace
 				tr.TargetUtilization, tr.Scale, tr.Start, tr.Window, tr.Loop = 0, tc.scale, tc.start, tc.window, false
 				sc.Pods.Count = 8
@@ -151,7 +105,7 @@ func TestTraceStatisticsAreReproduced(t *testing.T) {
 			within(t, "prompt p90", ph.PromptTokens.P90, quantile(in, 0.9), 0.01)
 			within(t, "prompt p99", ph.PromptTokens.P99, quantile(in, 0.99), 0.01)
 			if tc.window == 0 {
-				within(t, "cacheable share", truth.Trace.RepeatedShare, float64(raw.repeated)/float64(raw.prompt), 0.01)
+				within(t, "cacheable share", truth.Trace.RepeatedShare, float64(raw.Repeated)/float64(raw.Prompt), 0.01)
 			}
 			if truth.Trace.Scale != tc.scale || truth.Trace.Passes != 1 || truth.Trace.Dropped != 0 || truth.Trace.BadLines != 0 {
 				t.Errorf("trace truth = %+v", truth.Trace)
@@ -183,7 +137,7 @@ func TestTraceBlocksMapOntoEngineAndIndexBlocks(t *testing.T) {
 		`{"timestamp": 30000, "input_length": 1100, "output_length": 1, "hash_ids": [1, 2, 3]}`, // 3 partial (76): shares 1024
 		`{"timestamp": 40000, "input_length": 1500, "output_length": 1, "hash_ids": [1, 2, 3]}`, // all 1500
 	)
-	sc := traceScenario(t, func(sc *Scenario) {
+	sc := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Trace.UseFile(file)
 		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Loop = 0, 1, false
 		sc.Pods.Count = 1
@@ -223,17 +177,17 @@ func TestTraceBlocksMapOntoEngineAndIndexBlocks(t *testing.T) {
 func TestTraceEnvelopeShapesTheRate(t *testing.T) {
 	hours := make([]float64, 24)
 	hours[0], hours[1], hours[2] = 1, 2, 0.5
-	sc := traceScenario(t, func(sc *Scenario) {
+	sc := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Envelope = 0, 1, hours
 		sc.Pods.Count = 16
-		sc.Phases = []Phase{{Name: "h0", Duration: time.Hour}, {Name: "h1", Duration: time.Hour}, {Name: "h2", Duration: time.Hour}}
+		sc.Phases = []scenario.Phase{{Name: "h0", Duration: time.Hour}, {Name: "h1", Duration: time.Hour}, {Name: "h2", Duration: time.Hour}}
 		for i := range sc.Phases {
 			sc.Phases[i].Parameters, sc.Phases[i].Settings = sc.EPP.Parameters, sc.EPP.Settings
-			sc.Phases[i].Arrivals.Process = ArrivalPoisson
+			sc.Phases[i].Arrivals.Process = scenario.ArrivalPoisson
 		}
 	})
 	truth := mustRun(t, sc, Options{Seed: 1})
-	raw := readRawTrace(t, mooncakeTrace)
+	raw := fleettest.ReadRawTrace(t, mooncakeTrace)
 	period := truth.Trace.PeriodSeconds
 	// Hour h replays trace time [from, from + 3600 x multiplier) of the looped trace.
 	var from float64
@@ -241,7 +195,7 @@ func TestTraceEnvelopeShapesTheRate(t *testing.T) {
 		to := from + 3600*m
 		want := 0
 		for k := 0.0; k*period < to; k++ {
-			for _, ts := range raw.ts {
+			for _, ts := range raw.TS {
 				if x := k*period + ts; x >= from && x < to {
 					want++
 				}
@@ -257,44 +211,17 @@ func TestTraceEnvelopeShapesTheRate(t *testing.T) {
 	}
 }
 
-// Day-to-day variation is seeded: the same seed gives the same days, another
-// seed other days, and the multipliers average to the envelope.
-func TestTraceEnvelopeDayToDayIsSeeded(t *testing.T) {
-	hours := make([]float64, 24)
-	for i := range hours {
-		hours[i] = 1
-	}
-	mk := func(seed uint64) *envelope { return &envelope{hours: hours, cv: 0.2, seed: seed, scale: 1} }
-	a, b, c := mk(7), mk(7), mk(8)
-	var sum float64
-	differ := false
-	for h := int64(0); h < 24*200; h++ {
-		ma, mb, mc := a.multiplier(h), b.multiplier(h), c.multiplier(h)
-		if ma != mb {
-			t.Fatalf("hour %d: same seed, multipliers %v and %v", h, ma, mb)
-		}
-		differ = differ || ma != mc
-		sum += ma
-	}
-	if !differ {
-		t.Error("seeds 7 and 8 gave the same days")
-	}
-	if mean := sum / (24 * 200); math.Abs(mean-1) > 0.02 {
-		t.Errorf("mean multiplier %v, want 1", mean)
-	}
-}
-
 // targetUtilization picks the scale at which the trace's uncacheable prompt
 // tokens per second are that share of the pool's nominal rate, and the run
 // reports it.
 func TestTraceTargetUtilizationPicksTheScale(t *testing.T) {
-	raw := readRawTrace(t, mooncakeTrace)
-	sc := traceScenario(t, func(sc *Scenario) {
+	raw := fleettest.ReadRawTrace(t, mooncakeTrace)
+	sc := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Phases = sc.Phases[:1]
 		sc.Phases[0].Duration = 5 * time.Minute
 	})
 	truth := mustRun(t, sc, Options{Seed: 1})
-	work := float64(raw.prompt-raw.repeated) / truth.Trace.PeriodSeconds
+	work := float64(raw.Prompt-raw.Repeated) / truth.Trace.PeriodSeconds
 	want := 0.8 * 8 * 15928 / work
 	if math.Abs(truth.Trace.Scale-want) > 1e-9*want {
 		t.Errorf("picked scale %v, want %v", truth.Trace.Scale, want)
@@ -304,7 +231,7 @@ func TestTraceTargetUtilizationPicksTheScale(t *testing.T) {
 // The exact gate records of a trace run replay through shadow with the
 // simulator's verdicts and outcomes, decision for decision.
 func TestTraceGateRecordsReplayThroughShadow(t *testing.T) {
-	sc := traceScenario(t, func(sc *Scenario) {
+	sc := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Phases = sc.Phases[:1]
 		sc.Phases[0].Duration = 5 * time.Minute
 	})
@@ -339,7 +266,7 @@ func TestTraceBadLinesAreReportedOrFatal(t *testing.T) {
 		`{"timestamp": 5, "input_length": 100, "output_length": 1, "hash_ids": [1, 2]}`,
 		`{"timestamp": 1000, "input_length": 100, "output_length": 1, "hash_ids": [1]}`,
 	)
-	sc := traceScenario(t, func(sc *Scenario) {
+	sc := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Trace.UseFile(file)
 		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Loop = 0, 1, false
 		sc.Phases = sc.Phases[:1]
@@ -352,30 +279,9 @@ func TestTraceBadLinesAreReportedOrFatal(t *testing.T) {
 	sc.Trace.Strict = true
 	sc.Trace.UseFile(file)
 	_, err := Run(context.Background(), sc, Options{Seed: 1})
-	var le *LineError
+	var le *workload.LineError
 	if !errors.As(err, &le) || le.Line != 2 || !strings.Contains(err.Error(), file) {
 		t.Errorf("strict run error = %v, want line 2 of %s", err, file)
-	}
-}
-
-func TestTraceScenarioErrorsNameTheField(t *testing.T) {
-	base := `name: t
-pods: {count: 2, engine: {nominalRate: 1000, maxNumBatchedTokens: 512, numGPUBlocks: 10000, maxModelLen: 4096}}
-phases: [{name: a, duration: 1m}]
-`
-	for _, tc := range []struct{ name, trace, want string }{
-		{"scale and target", "trace: {file: x, scale: 1, targetUtilization: 0.5}", "t.yaml:4:8: trace: exactly one of scale and targetUtilization"},
-		{"no file", "trace: {scale: 1}", "t.yaml:4:8: trace.file: is required"},
-		{"short envelope", "trace: {file: x, scale: 1, envelope: {hours: [1, 2]}}", "envelope.hours needs 24 multipliers"},
-		{"loop not a bool", "trace: {file: x, scale: 1, loop: yes-please}", "trace.loop: must be true or false"},
-		{"no classes, no trace", "", "classes: is required (or a trace)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseScenario("t.yaml", []byte(base+tc.trace+"\n"))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want %q", err, tc.want)
-			}
-		})
 	}
 }
 
@@ -384,7 +290,7 @@ phases: [{name: a, duration: 1m}]
 // alone after the 10-minute warm-up.
 func traceSweep(t *testing.T, name string, phases ...string) []*phaseSweep {
 	t.Helper()
-	out := sweepPhases(t, mustLoad(t, name), 1, phases...)
+	out := sweepPhases(t, fleettest.Load(t, name), 1, phases...)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: | phase | req/s | prompt p50 | default TTFT p50 / p90 | default wrongly held | best bar | best TTFT p50 / p90 | best wrongly held |\n", name)
 	for _, ps := range out {
@@ -445,13 +351,13 @@ func TestTraceReleasingDoesNotPay(t *testing.T) {
 func TestCompressedTraceKeepsItsRateAndShortensTheEnvelope(t *testing.T) {
 	hours := make([]float64, 24)
 	hours[0], hours[1], hours[2] = 1, 2, 0.5
-	full := traceScenario(t, func(sc *Scenario) {
+	full := traceScenario(t, func(sc *scenario.Scenario) {
 		sc.Trace.TargetUtilization, sc.Trace.Scale, sc.Trace.Envelope = 0, 1, hours
 		sc.Pods.Count = 16
-		sc.Phases = []Phase{{Name: "h0", Duration: time.Hour}, {Name: "h1", Duration: time.Hour}, {Name: "h2", Duration: time.Hour}}
+		sc.Phases = []scenario.Phase{{Name: "h0", Duration: time.Hour}, {Name: "h1", Duration: time.Hour}, {Name: "h2", Duration: time.Hour}}
 		for i := range sc.Phases {
 			sc.Phases[i].Parameters, sc.Phases[i].Settings = sc.EPP.Parameters, sc.EPP.Settings
-			sc.Phases[i].Arrivals.Process = ArrivalPoisson
+			sc.Phases[i].Arrivals.Process = scenario.ArrivalPoisson
 		}
 	})
 	sc, err := full.Compressed(6)
@@ -465,14 +371,14 @@ func TestCompressedTraceKeepsItsRateAndShortensTheEnvelope(t *testing.T) {
 		t.Fatal("compressing changed the original's envelope")
 	}
 	truth := mustRun(t, sc, Options{Seed: 1})
-	raw := readRawTrace(t, mooncakeTrace)
+	raw := fleettest.ReadRawTrace(t, mooncakeTrace)
 	period := truth.Trace.PeriodSeconds
 	var from float64
 	for i, m := range hours[:3] {
 		to := from + 600*m
 		want := 0
 		for k := 0.0; k*period < to; k++ {
-			for _, ts := range raw.ts {
+			for _, ts := range raw.TS {
 				if x := k*period + ts; x >= from && x < to {
 					want++
 				}
@@ -485,39 +391,5 @@ func TestCompressedTraceKeepsItsRateAndShortensTheEnvelope(t *testing.T) {
 			t.Errorf("compressed hour %d lasts %v s, want 600", i, d)
 		}
 		from = to
-	}
-}
-
-// A trace scenario runs live compressed in content (what simulate --live
-// --time-scale does): trace-drift at 6x is in its second phase five minutes
-// in, and its trace class has sent the requests of the first five minutes
-// times its scale of trace time, at the trace's own rate.
-func TestLiveTraceScenarioIsCompressedInContent(t *testing.T) {
-	sc := mustLoad(t, "trace-drift")
-	clk := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	l, err := NewLive(sc, LiveOptions{Seed: 1, TimeScale: 6, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Add(5 * time.Minute)
-	if err := l.Advance(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if ph := l.Phase(); ph != sc.Phases[1].Name {
-		t.Errorf("phase %q five minutes in at 6x (phases of %v), want %q", ph, sc.Phases[0].Duration/6, sc.Phases[1].Name)
-	}
-	tt := l.Truth().Trace
-	if tt == nil {
-		t.Fatal("no trace truth")
-	}
-	raw := readRawTrace(t, mooncakeTrace)
-	want := int64(0)
-	for _, ts := range raw.ts {
-		if ts < 300*tt.Scale {
-			want++
-		}
-	}
-	if got := tt.Requests + tt.Dropped; got < want-1 || got > want {
-		t.Errorf("%d trace requests in 5 minutes at scale %.4g, the trace holds %d in its first %.0f s", got, tt.Scale, want, 300*tt.Scale)
 	}
 }

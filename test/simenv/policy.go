@@ -3,7 +3,7 @@ package simenv
 import (
 	"time"
 
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
@@ -52,7 +52,7 @@ type PolicyOptions struct {
 // the apply window and the budget are the defaults (auto, one a day). The
 // restart warm-up is the simulated EPP's own, measured (RestartWarmup),
 // not a scaled default; the block size is the simulated EPP's.
-func Policy(sc *fleetsim.Scenario, o PolicyOptions) config.Policy {
+func Policy(sc *scenario.Scenario, o PolicyOptions) config.Policy {
 	p := config.DefaultPolicy()
 	p.Mode = o.Mode
 	p.Lookback = o.Lookback
@@ -72,7 +72,7 @@ func Policy(sc *fleetsim.Scenario, o PolicyOptions) config.Policy {
 }
 
 // windowWidth is the tuning window of one simulated day by rule.
-func windowWidth(sc *fleetsim.Scenario, rule WindowRule) time.Duration {
+func windowWidth(sc *scenario.Scenario, rule WindowRule) time.Duration {
 	day, w := sc.DayDuration(), sc.Phases[0].Duration
 	if rule == WindowFirstPhase {
 		if w > 0 && day%w == 0 {
@@ -110,7 +110,7 @@ func LoopPolicy() PolicyOptions {
 // (file, plugin, data key) and its build profile — with what the scenario
 // decides: the target's name, its engines' maxNumBatchedTokens, the series
 // EstimatorTarget selects (a P/D pool's gate profile too) and pol.
-func ConfigTarget(sc *fleetsim.Scenario, t config.Target, pol config.Policy) config.Target {
+func ConfigTarget(sc *scenario.Scenario, t config.Target, pol config.Policy) config.Target {
 	et := EstimatorTarget(sc)
 	t.Name = sc.Target
 	t.MaxNumBatchedTokens = sc.Pods.Engine.MaxNumBatchedTokens

@@ -18,12 +18,14 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/truth"
 )
 
 // EstimatorTarget returns the estimator's selection of a scenario's series:
 // its vLLM pods (VLLMPods), its EPP pod, its engines' limits, and a P/D
 // pool's gate profile (the export shape's pdGateProfile).
-func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
+func EstimatorTarget(sc *scenario.Scenario) estimator.Target {
 	t := estimator.Target{
 		Name:                sc.Target,
 		VLLMSelector:        fmt.Sprintf(`namespace=%q,pod=~%q`, sc.Namespace, VLLMPods(sc)),
@@ -40,7 +42,7 @@ func EstimatorTarget(sc *fleetsim.Scenario) estimator.Target {
 // VLLMPods is the regular expression of a scenario's vLLM pod names: its
 // pods, and in a P/D pool (the export shape's prefillPods) its decode and
 // prefill pods.
-func VLLMPods(sc *fleetsim.Scenario) string {
+func VLLMPods(sc *scenario.Scenario) string {
 	if x := sc.Exporters; x != nil && x.PrefillPods > 0 {
 		return "(" + regexp.QuoteMeta(sc.Pods.NamePrefix) + "|" + regexp.QuoteMeta(sc.PrefillNamePrefix()) + ")-[0-9]+"
 	}
@@ -50,11 +52,11 @@ func VLLMPods(sc *fleetsim.Scenario) string {
 // Fill runs the simulator with opt (its Metrics output replaced) and ingests
 // the metrics into emb; it returns the truth and the wall time the measured
 // phases end at.
-func Fill(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, opt fleetsim.Options) (*fleetsim.Truth, time.Time, error) {
+func Fill(ctx context.Context, emb *prom.Embedded, sc *scenario.Scenario, opt fleetsim.Options) (*truth.Truth, time.Time, error) {
 	pr, pw := io.Pipe()
 	opt.Metrics = pw
 	type result struct {
-		tr  *fleetsim.Truth
+		tr  *truth.Truth
 		err error
 	}
 	done := make(chan result, 1)
@@ -82,7 +84,7 @@ func Fill(ctx context.Context, emb *prom.Embedded, sc *fleetsim.Scenario, opt fl
 // EPPConfig renders an EndpointPickerConfig holding the scenario's gate
 // plugin with the given settings (penaltyMode written when not static or
 // when the profile accepts it and writeMode is set).
-func EPPConfig(sc *fleetsim.Scenario, s gate.Settings, writeMode bool) []byte {
+func EPPConfig(sc *scenario.Scenario, s gate.Settings, writeMode bool) []byte {
 	var b strings.Builder
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	fmt.Fprintf(&b, `apiVersion: llm-d.ai/v1alpha1
@@ -117,14 +119,14 @@ schedulingProfiles:
 }
 
 // WriteEPPConfig writes EPPConfig to dir/epp-config.yaml and returns the path.
-func WriteEPPConfig(dir string, sc *fleetsim.Scenario, s gate.Settings, writeMode bool) (string, error) {
+func WriteEPPConfig(dir string, sc *scenario.Scenario, s gate.Settings, writeMode bool) (string, error) {
 	p := filepath.Join(dir, "epp-config.yaml")
 	return p, os.WriteFile(p, EPPConfig(sc, s, writeMode), 0o644)
 }
 
 // ScalePods resizes sc's pool to pods at the same per-pod load: every
 // phase's request rate scales with the pod count.
-func ScalePods(sc *fleetsim.Scenario, pods int) {
+func ScalePods(sc *scenario.Scenario, pods int) {
 	scale := float64(pods) / float64(sc.Pods.Count)
 	sc.Pods.Count = pods
 	for i := range sc.Phases {

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/tuner/config"
 )
 
-func load(t *testing.T, name string) *fleetsim.Scenario {
+func load(t *testing.T, name string) *scenario.Scenario {
 	t.Helper()
-	sc, err := fleetsim.LoadScenario(name)
+	sc, err := scenarios.Load(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,13 +25,13 @@ func load(t *testing.T, name string) *fleetsim.Scenario {
 // rule), which matter on a day of unequal phases.
 func TestPolicyScalesTheDayByEachCallersChoices(t *testing.T) {
 	cal := load(t, "calibration-1970") // phases of 10, 20 and 10 minutes
-	two, err := fleetsim.Days(load(t, "prompt-shift"), 2)
+	two, err := scenario.Days(load(t, "prompt-shift"), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name                  string
-		sc                    *fleetsim.Scenario
+		sc                    *scenario.Scenario
 		opt                   PolicyOptions
 		mode                  string
 		lookback, window, day time.Duration
@@ -74,7 +75,7 @@ func TestEstimatorTargetSelectsAPDPoolsPrefillPods(t *testing.T) {
 	if plain.EPPSelector != `namespace="`+sc.Namespace+`",pod="`+sc.EPP.Pod+`"` || plain.MaxNumBatchedTokens != sc.Pods.Engine.MaxNumBatchedTokens {
 		t.Errorf("EPP selector %s, maxNumBatchedTokens %d", plain.EPPSelector, plain.MaxNumBatchedTokens)
 	}
-	x, err := fleetsim.ParseExportShape(fleetsim.ShapeLLMD2026 + ",prefillPods=2")
+	x, err := scenario.ParseExportShape(scenario.ShapeLLMD2026 + ",prefillPods=2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/promharness"
 	"github.com/gatetuner/gatetuner/test/simenv"
 
@@ -116,7 +117,7 @@ func histogramSum(t testing.TB, m *exporter.Metrics, name string) (float64, uint
 func BenchmarkFleet50x8(b *testing.B) {
 	const targets, pods = 50, 8
 	bins := promharness.Require(b)
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,9 @@ import (
 	"github.com/gatetuner/gatetuner/estimator/prom"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/test/fleetsim"
+	"github.com/gatetuner/gatetuner/test/fleetsim/epp"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenario"
+	"github.com/gatetuner/gatetuner/test/fleetsim/scenarios"
 	"github.com/gatetuner/gatetuner/test/simenv"
 	"github.com/gatetuner/gatetuner/tuner"
 	"github.com/gatetuner/gatetuner/tuner/config"
@@ -56,10 +59,10 @@ schedulingProfiles:
 
 // groupEnv fills an embedded Prometheus with prompt-shift's night (where
 // the default bar is too lax) and writes twoFilters to a file.
-func groupEnv(t *testing.T) (*prom.Embedded, *fleetsim.Scenario, string, time.Time) {
+func groupEnv(t *testing.T) (*prom.Embedded, *scenario.Scenario, string, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func groupEnv(t *testing.T) (*prom.Embedded, *fleetsim.Scenario, string, time.Ti
 	}
 	t.Cleanup(func() { emb.Close() })
 	_, end, err := simenv.Fill(ctx, emb, sc, fleetsim.Options{Seed: 1, First: "night", Last: "night",
-		SettingsFor: func(int) gate.Settings { return fleetsim.DefaultSettings() }})
+		SettingsFor: func(int) gate.Settings { return epp.DefaultSettings() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func groupEnv(t *testing.T) (*prom.Embedded, *fleetsim.Scenario, string, time.Ti
 	return emb, sc, path, end.Add(7 * time.Second)
 }
 
-func groupTarget(sc *fleetsim.Scenario, name, path, plugin string, mode string) config.Target {
+func groupTarget(sc *scenario.Scenario, name, path, plugin string, mode string) config.Target {
 	pol := config.DefaultPolicy()
 	pol.Mode = mode
 	pol.Schedule = "@every 1m"
@@ -213,7 +216,7 @@ func TestTargetsSharingOneConfigMustAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	sc, err := fleetsim.LoadScenario("prompt-shift")
+	sc, err := scenarios.Load("prompt-shift")
 	if err != nil {
 		t.Fatal(err)
 	}
