@@ -84,10 +84,11 @@ func Admit(prof gate.Profile, cur gate.Settings) *Halt {
 // Weighed is the weigh stage's result: the recommendation and its evidence
 // up to the restart's price now, which needs the last minutes' estimate.
 type Weighed struct {
-	in  *Input
-	d   *Outcome
-	day *Day
-	// candidate chosen, objective and the replay behind the evidence.
+	in *Input
+	d  *Outcome
+	// rc is the candidate recommended; rp, obj, ch and ppt the replay, the
+	// objective, the choice and the throughput note behind the evidence;
+	// plan and priced the apply window and the restart's price there.
 	rc     Candidate
 	rp     *replayed
 	obj    objective
@@ -96,9 +97,6 @@ type Weighed struct {
 	plan   applyPlan
 	priced RestartCost
 }
-
-// Halted returns the halt that ended the cycle in the weigh stage (nil: none).
-func (w *Weighed) Halted() *Halt { return w.d.Halt }
 
 // RecentSpan is the stretch of the latest traffic whose estimate prices a
 // restart now, when the write would happen now (ok false: none is needed).
@@ -115,7 +113,7 @@ func (w *Weighed) RecentSpan() (from, to time.Time, ok bool) {
 // and the apply window. It continues and updates the target's carried
 // replay (c).
 func Weigh(in *Input, c *Carry) *Weighed {
-	w := &Weighed{in: in, d: &Outcome{}, day: in.Day}
+	w := &Weighed{in: in, d: &Outcome{}}
 	w.d.Halt = w.weigh(c)
 	return w
 }
@@ -222,7 +220,7 @@ func (w *Weighed) priceNow(recent *Recent) RestartCost {
 	}
 	pol, rp := w.in.Target.Policy, w.rp
 	arrivals := recent.Est
-	if s := w.day.usual(w.plan.index, w.in.Now); w.day.PerWindow && s != nil {
+	if s := w.in.Day.usual(w.plan.index, w.in.Now); w.in.Day.PerWindow && s != nil {
 		arrivals = s.Est
 	}
 	return priceNow(rc, PriceRestart(recent.Est, arrivals, pol.RestartWarmup, rp.fbRate, rp.fbRates), recent, w.plan.view)
