@@ -62,16 +62,16 @@ var recommendationGuards = []guardFunc{
 	}),
 }
 
-// runGuards runs guards in order, records each verdict on rep, and returns
-// the first hold.
-func runGuards(rep *Outcome, g *guardContext, guards []guardFunc) *Hold {
+// runGuards runs guards in order, records each verdict on the outcome, and
+// returns the first hold.
+func runGuards(out *Outcome, g *guardContext, guards []guardFunc) *Hold {
 	var first *Hold
 	for _, gf := range guards {
 		v := gf(g)
 		if v.skip {
 			continue
 		}
-		rep.Guards = append(rep.Guards, Guard{Name: v.name, Pass: v.pass, Detail: v.detail})
+		out.Guards = append(out.Guards, Guard{Name: v.name, Pass: v.pass, Detail: v.detail})
 		if !v.pass && first == nil {
 			first = &Hold{Reason: v.reason, Detail: v.detail}
 		}

@@ -209,7 +209,7 @@ func objectiveView(cands []Candidate, outcomes []shadow.FeedbackOutcome, rec int
 // better, +Inf excludes — combines a candidate's windows into its day
 // score, states the 10 % rule's absolute tolerance per window, and judges
 // the recommendation's consistency over the windows. The choose stage
-// depends only on this (plan.go, choose).
+// depends only on this (choice.go, choose).
 type objective interface {
 	// name is what the recommendation is chosen by (ObjectiveView.Name).
 	name() string
