@@ -23,8 +23,9 @@
 //   - assemble → Report (assemble.go)
 //
 // The cycle then announces Events (approve.go, joinevents.go), writes the
-// plans that passed through the target's sink (or, for targets sharing a
-// config, the joint sink) and records the metrics (metrics.go). What a
+// plans that passed through the target's sink or, for targets sharing a
+// config, the joint sink (apply, applyJoint in assemble.go), and records the
+// metrics (metrics.go). What a
 // target's cycles carry from one to the next is its Memory (memory.go): the
 // daemon keeps one per target and passes it in; a cycle updates it.
 package tuner
