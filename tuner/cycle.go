@@ -2,33 +2,40 @@ package tuner
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gatetuner/gatetuner/tuner/eppconfig"
+	"github.com/gatetuner/gatetuner/tuner/decide"
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
-// Cycle runs one tuning cycle for a target: read, estimate, shadow,
-// recommend, guard and — in configmap or rollout mode — write.
+// Cycle runs one tuning cycle for a target with the Tuner's own memory:
+// read, estimate, shadow, recommend, guard and — in configmap or rollout
+// mode — write.
 func (t *Tuner) Cycle(ctx context.Context, tg *Target) *Report {
 	return t.CycleGroup(ctx, []*Target{tg}, nil)[0]
 }
 
-// CycleGroup runs one cycle for targets that share one EPP config (filter
-// instances of one ConfigMap or file): each target is planned on its own —
-// read, estimate, shadow, recommend, guard — and the edits of every target
-// that passes all guards are written together through joint, in one write
-// and, in rollout mode, one EPP restart. joint must manage all the targets'
-// plugins (sink.Merge); it is used only when two or more targets write.
+// CycleGroup runs one cycle for targets that share one EPP config with the
+// Tuner's own memory (CycleGroupWith).
 func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) []*Report {
+	return t.CycleGroupWith(ctx, &t.memory, tgs, joint)
+}
+
+// CycleGroupWith runs one cycle for targets that share one EPP config
+// (filter instances of one ConfigMap or file), each with its memory in mem:
+// each target is planned on its own — gather, decide, assemble — and the
+// edits of every target that passes all guards are written together
+// through joint, in one write and, in rollout mode, one EPP restart. joint
+// must manage all the targets' plugins (sink.Merge); it is used only when
+// two or more targets write.
+func (t *Tuner) CycleGroupWith(ctx context.Context, mem *Memories, tgs []*Target, joint sink.Sink) []*Report {
 	reps := make([]*Report, len(tgs))
 	plans := make([]*writePlan, len(tgs))
+	mems := make([]*Memory, len(tgs))
 	starts := make([]time.Time, len(tgs))
 	spans := make([]trace.Span, len(tgs))
 	ctxs := make([]context.Context, len(tgs))
@@ -45,13 +52,14 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 	var ready []int
 	for i, tg := range tgs {
 		starts[i] = t.now()
+		mems[i] = mem.take(tg.Config.Name)
 		ctxs[i], spans[i] = t.tracer().Start(ctx, "gatetuner.cycle", trace.WithAttributes(attribute.String("gatetuner.target", tg.Config.Name)))
-		reps[i], plans[i] = t.plan(ctxs[i], tg) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		reps[i], plans[i] = t.plan(ctxs[i], tg, mems[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 		if plans[i] != nil {
 			ready = append(ready, i)
 		}
-		t.announceApproval(ctxs[i], tg, reps[i])     //nolint:contextcheck // ctxs[i] is ctx with the target's span
-		t.announceJoinProblems(ctxs[i], tg, reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		t.announceApproval(ctxs[i], tg, mems[i], reps[i])     //nolint:contextcheck // ctxs[i] is ctx with the target's span
+		t.announceJoinProblems(ctxs[i], tg, mems[i], reps[i]) //nolint:contextcheck // ctxs[i] is ctx with the target's span
 	}
 	switch {
 	case len(ready) == 1 || len(ready) > 1 && joint == nil:
@@ -72,99 +80,48 @@ func (t *Tuner) CycleGroup(ctx context.Context, tgs []*Target, joint sink.Sink) 
 		}
 		span.End()
 		t.record(rep, t.now().Sub(starts[i])) //nolint:contextcheck // metrics and the cycle log line take no context
+		mem.put(tgs[i].Config.Name, mems[i])
 	}
 	finished = true
 	return reps
 }
 
-// writePlan is a planned write: the guards passed, the mode writes and the
-// apply window is open.
-type writePlan struct {
-	snap    *sink.Snapshot
-	changes []eppconfig.Change
-	meta    sink.Meta
+// plan runs one target's cycle up to the write, stage after stage — each
+// gather stage reads through a port, each decide stage is package decide's
+// pure code over what was gathered — and assembles the report; it returns
+// what to write when the cycle should write.
+func (t *Tuner) plan(ctx context.Context, tg *Target, mem *Memory) (*Report, *writePlan) {
+	c := &cycle{now: t.now()}
+	c.read, c.halt = t.readTarget(ctx, tg) // gather: the EPP config and the target's state (sink)
+	if c.halt == nil {
+		c.halt = decide.Admit(tg.Profile, c.read.cur) // decide: a gate the tuner tunes
+	}
+	if c.halt == nil {
+		c.evidence, c.halt = t.gatherEvidence(ctx, tg, mem, c.read, c.now) // gather: estimates, the history's spans, the decision stream
+	}
+	if c.halt == nil {
+		w := t.weigh(ctx, c.evidence, mem)            // decide: candidates, shadow replay, choice, evidence, apply window
+		c.recent = t.gatherRecent(ctx, tg, c.read, w) // gather: the last minutes' estimate, when a restart now is priced
+		c.outcome = t.settle(ctx, w, c.recent)        // decide: restart price, confidence, edit, guards, the write or the hold
+	}
+	rep := c.assemble(tg) // assemble: the report
+	return rep, c.writePlan()
 }
 
-func (t *Tuner) stage(ctx context.Context, name string) (context.Context, trace.Span) {
-	return t.tracer().Start(ctx, "gatetuner."+name)
-}
-
-// apply writes one target's plan through sk and records the outcome on rep.
-func (t *Tuner) apply(ctx context.Context, sk sink.Sink, rep *Report, p *writePlan) {
-	actx, span := t.stage(ctx, "apply")
+// weigh runs decide.Weigh in the shadow stage's span.
+func (t *Tuner) weigh(ctx context.Context, ev *gathered, mem *Memory) *decide.Weighed {
+	_, span := t.stage(ctx, "shadow")
 	defer span.End()
-	res, err := sk.Apply(actx, p.snap, p.changes, p.meta)
-	applied(rep, res, err)
+	w := decide.Weigh(&ev.input, &mem.carry)
+	if s := w.Tally(); s != nil {
+		span.SetAttributes(attribute.Int("gatetuner.candidates", s.Candidates), attribute.Int64("gatetuner.replayed_decisions", s.Replayed))
+	}
+	return w
 }
 
-// applyJoint writes the plans of several targets sharing one EPP config in
-// one write through joint, over the config read again with each plan's
-// instance as that plan read it (Snapshot.AsRead): if a key one of the plans
-// owns changed since, the sink writes nothing (changed-externally) and the
-// next cycle plans on the fresh content.
-func (t *Tuner) applyJoint(ctx context.Context, joint sink.Sink, reps []*Report, plans []*writePlan, ready []int) {
-	actx, span := t.stage(ctx, "apply")
+// settle runs decide.Settle in the guards stage's span.
+func (t *Tuner) settle(ctx context.Context, w *decide.Weighed, recent *recentEstimate) *decide.Outcome {
+	_, span := t.stage(ctx, "guards")
 	defer span.End()
-	var names []string
-	for _, i := range ready {
-		names = append(names, reps[i].Target)
-	}
-	span.SetAttributes(attribute.StringSlice("gatetuner.targets", names))
-	snap, err := joint.Read(actx)
-	if err != nil {
-		for _, i := range ready {
-			reps[i].stop(ResultError, HoldTargetError, fmt.Sprintf("joint write with %s: %v", strings.Join(names, ", "), err))
-		}
-		return
-	}
-	var changes []eppconfig.Change
-	var reads []*sink.Snapshot
-	var reasons, evidence, hashes []string
-	for _, i := range ready {
-		p := plans[i]
-		changes = append(changes, p.changes...)
-		reads = append(reads, p.snap)
-		reasons = append(reasons, reps[i].Target+": "+p.meta.Reason)
-		evidence = append(evidence, reps[i].Target+": "+p.meta.Evidence)
-		hashes = append(hashes, p.meta.RecommendationHash)
-	}
-	// The entry records every target's recommendation hash (approve mode
-	// never writes one twice: sink.State.WrittenHash).
-	res, err := joint.Apply(actx, snap.AsRead(reads...), changes, sink.Meta{Kind: sink.KindApply, Reason: strings.Join(reasons, " | "),
-		Evidence: strings.Join(evidence, " | "), RecommendationHash: strings.Join(hashes, "+")})
-	for _, i := range ready {
-		applied(reps[i], res, err)
-	}
-}
-
-// applied records a sink write's outcome on rep.
-func applied(rep *Report, res *sink.Result, err error) {
-	if err != nil {
-		rep.Result, rep.Error = ResultError, fmt.Sprintf("apply: %v", err)
-		return
-	}
-	rep.Apply = &ApplyView{Outcome: string(res.Outcome), Pending: res.Pending, Attempts: res.Attempts, Recomputed: res.Recomputed}
-	if res.Entry != nil {
-		rep.Apply.Seq = res.Entry.Seq
-	}
-	if res.Diff != "" {
-		rep.Diff = res.Diff
-	}
-	switch res.Outcome {
-	case sink.OutcomeApplied, sink.OutcomeUnchanged:
-		rep.Result = ResultApplied
-	case sink.OutcomeRolledBack:
-		rep.Result = ResultRolledBack
-		if res.Hold != nil {
-			rep.Hold = &Hold{Reason: HoldReason(res.Hold.Reason), Detail: res.Hold.Message}
-			rep.Apply.Hold = res.Hold.String()
-		}
-	case sink.OutcomeHeld:
-		h := res.Hold
-		if h == nil {
-			h = &sink.Hold{Reason: "unknown"}
-		}
-		rep.Apply.Hold = h.String()
-		rep.stop(ResultHeld, HoldReason(h.Reason), h.Message)
-	}
+	return decide.Settle(w, recent.decided())
 }

@@ -159,7 +159,7 @@ func TestCycleStagesEndToEnd(t *testing.T) {
 				pause(t, path)
 			}
 			tu := &Tuner{Clock: func() time.Time { return now }}
-			rep, plan := tu.plan(context.Background(), tg)
+			rep, plan := tu.plan(context.Background(), tg, &Memory{})
 			if plan != nil {
 				t.Fatalf("mode off planned a write: %+v", plan)
 			}
@@ -213,27 +213,5 @@ func TestCycleRecommendsWithEvidence(t *testing.T) {
 	rep2 := tu.Cycle(context.Background(), tg)
 	if rep2.shadowCur == nil || rep2.shadowCur.Decisions() != 0 {
 		t.Errorf("second cycle re-counted decisions: %+v", rep2.shadowCur)
-	}
-}
-
-// TestExcessObjectiveExcludesBarsBelowTheFloor pins the Prometheus model's
-// objective: scores are the scaled excess, +Inf below the release-chain floor.
-func TestExcessObjectiveExcludesBarsBelowTheFloor(t *testing.T) {
-	est := cycleEstimates(time.Time{})
-	obj := objectiveFor(SourceKindModel, est, 64)
-	if obj.name() != ObjectiveExcessTokens || obj.floor() != 12000 {
-		t.Fatalf("objective %s floor %v", obj.name(), obj.floor())
-	}
-	cands := []Candidate{{Bar: 5000}, {Bar: 12000}, {Bar: math.Inf(1)}}
-	s := obj.windowScores(cands, &replayed{windowCosts: [][]float64{{1, 2, 3}}})[0]
-	if !math.IsInf(s[0], 1) || s[1] != 2 || s[2] != 3 {
-		t.Errorf("scores %v", s)
-	}
-	if objectiveFor(SourceKindRecords, est, 64).name() != ObjectiveFeedbackTTFTP90 {
-		t.Errorf("records objective")
-	}
-	est.Prompt.P99 = nil
-	if f := objectiveFor(SourceKindModel, est, 64).floor(); f != 9000 {
-		t.Errorf("floor without a p99 = %v, want the p90", f)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/gatetuner/gatetuner/estimator"
-	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/decide"
 )
 
 // TestFeedbackRatesFindRankNamedEndpoints: with in-flight endpoints named
@@ -18,11 +18,12 @@ func TestFeedbackRatesFindRankNamedEndpoints(t *testing.T) {
 		Routing: estimator.Routing{Endpoints: []estimator.EndpointShare{{Endpoint: "a-rank-0", Pod: "a", Share: 1 / n}, {Endpoint: "b-rank-0", Pod: "b", Share: 1 / n}}},
 		Shape:   estimator.Shape{Endpoints: []estimator.EndpointJoin{{Endpoint: "a-rank-0", Pod: "a", Rank: 0}, {Endpoint: "b-rank-0", Pod: "b", Rank: 0}}},
 	}
-	pooled, rates, _ := feedbackRates(est, gate.Params{})
+	lb := estimateOf(est) // the drain-rate estimate is the feedback replay's rate
+	pooled, rates := *lb.Drain.Value, lb.Drain.PerEndpoint
 	if rates["a-rank-0"] != 800 || rates["b-rank-0"] != 1200 {
 		t.Fatalf("rates %v: the rank endpoints do not carry their pods' rates", rates)
 	}
-	rc := restartCost(est, 0, pooled, rates)
+	rc := decide.PriceRestart(&lb.Traffic, &lb.Traffic, 0, pooled, rates)
 	if rc.CapacityTokensPerSecond != 2000 {
 		t.Fatalf("capacity %v, want 800+1200", rc.CapacityTokensPerSecond)
 	}

@@ -1,54 +1,55 @@
 package tuner
 
-import "github.com/gatetuner/gatetuner/tuner/hold"
+import (
+	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/decide"
+)
 
 // HoldReason names why a cycle did not write (hold.Reason; docs/holds.md).
-type HoldReason = hold.Reason
+type HoldReason = decide.HoldReason
 
 // Hold reasons, in the order the guards are checked (package hold).
 const (
-	HoldTargetError           = hold.TargetError
-	HoldUnsupportedTTFTSource = hold.UnsupportedTTFTSource
-	HoldPaused                = hold.Paused
-	HoldRolloutFailed         = hold.RolloutFailed
-	HoldVerificationFailed    = hold.VerificationFailed
-	HoldPendingRestart        = hold.PendingRestart
-	HoldRecordsUnavailable    = hold.RecordsUnavailable
-	HoldInconclusive          = hold.Inconclusive
-	HoldNoDecisions           = hold.NoDecisions
-	HoldLowConfidence         = hold.LowConfidence
-	HoldNoGain                = hold.NoGain
-	HoldDeadband              = hold.Deadband
-	HoldRestartCost           = hold.RestartCost
-	HoldCalibrated            = hold.Calibrated
-	HoldCooldown              = hold.Cooldown
-	HoldBudget                = hold.Budget
-	HoldAwaitingApproval      = hold.AwaitingApproval
-	HoldApprovalMismatch      = hold.ApprovalMismatch
-	HoldApplyWindowUnknown    = hold.ApplyWindowUnknown
-	HoldOutsideWindow         = hold.OutsideWindow
-	HoldChangedExternally     = hold.ChangedExternally
-	HoldVerificationUnavail   = hold.VerificationUnavailable
+	HoldTargetError           = decide.HoldTargetError
+	HoldUnsupportedTTFTSource = decide.HoldUnsupportedTTFTSource
+	HoldPaused                = decide.HoldPaused
+	HoldRolloutFailed         = decide.HoldRolloutFailed
+	HoldVerificationFailed    = decide.HoldVerificationFailed
+	HoldPendingRestart        = decide.HoldPendingRestart
+	HoldRecordsUnavailable    = decide.HoldRecordsUnavailable
+	HoldInconclusive          = decide.HoldInconclusive
+	HoldNoDecisions           = decide.HoldNoDecisions
+	HoldLowConfidence         = decide.HoldLowConfidence
+	HoldNoGain                = decide.HoldNoGain
+	HoldDeadband              = decide.HoldDeadband
+	HoldRestartCost           = decide.HoldRestartCost
+	HoldCalibrated            = decide.HoldCalibrated
+	HoldCooldown              = decide.HoldCooldown
+	HoldBudget                = decide.HoldBudget
+	HoldAwaitingApproval      = decide.HoldAwaitingApproval
+	HoldApprovalMismatch      = decide.HoldApprovalMismatch
+	HoldApplyWindowUnknown    = decide.HoldApplyWindowUnknown
+	HoldOutsideWindow         = decide.HoldOutsideWindow
+	HoldChangedExternally     = decide.HoldChangedExternally
+	HoldVerificationUnavail   = decide.HoldVerificationUnavail
 )
 
 // AllHoldReasons lists every reason, in check order.
-func AllHoldReasons() []HoldReason { return hold.All() }
+func AllHoldReasons() []HoldReason { return decide.AllHoldReasons() }
 
-// Result is what a cycle did.
-type Result string
+// Result is what a cycle did (package decide).
+type Result = decide.Result
 
 // Cycle results.
 const (
-	// ResultApplied: the recommendation was written.
-	ResultApplied Result = "applied"
-	// ResultRecommended: mode off; every guard passed, nothing written.
-	ResultRecommended Result = "recommended"
-	// ResultPending: every guard passed but the apply window is closed.
-	ResultPending Result = "pending"
-	// ResultHeld: a guard held the recommendation (Report.Hold says why).
-	ResultHeld Result = "held"
-	// ResultRolledBack: written, then rolled back after a failed rollout or verification.
-	ResultRolledBack Result = "rolled-back"
-	// ResultError: the cycle could not run (the target could not be read).
-	ResultError Result = "error"
+	ResultApplied     = decide.ResultApplied
+	ResultRecommended = decide.ResultRecommended
+	ResultPending     = decide.ResultPending
+	ResultHeld        = decide.ResultHeld
+	ResultRolledBack  = decide.ResultRolledBack
+	ResultError       = decide.ResultError
 )
+
+// TokenBarOnly reports whether the settings' only load gate is the token
+// bar maxTokensInFlightPenalty (decide.TokenBarOnly).
+func TokenBarOnly(prof gate.Profile, s gate.Settings) bool { return decide.TokenBarOnly(prof, s) }

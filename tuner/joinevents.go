@@ -51,7 +51,7 @@ func joinReasons(e *estimator.Estimates) []estimator.Reason {
 // reason its estimate newly carries (reason after the code, note the
 // detail), and one Normal Event when they all clear: once per change of the
 // set of reasons, not once per cycle.
-func (t *Tuner) announceJoinProblems(ctx context.Context, tg *Target, rep *Report) {
+func (t *Tuner) announceJoinProblems(ctx context.Context, tg *Target, mem *Memory, rep *Report) {
 	if rep.Estimates == nil { // the estimate did not run: nothing is known about the joins
 		return
 	}
@@ -64,9 +64,7 @@ func (t *Tuner) announceJoinProblems(ctx context.Context, tg *Target, rep *Repor
 	for i, r := range reasons {
 		codes[i] = string(r.Code)
 	}
-	t.announcedMu.Lock()
-	last, seen := t.joinAnnounced[rep.Target]
-	t.announcedMu.Unlock()
+	last, seen := mem.joinAnnounced, mem.joinSeen
 	if slices.Equal(last, codes) || !seen && len(codes) == 0 {
 		return
 	}
@@ -87,10 +85,5 @@ func (t *Tuner) announceJoinProblems(ctx context.Context, tg *Target, rep *Repor
 			return
 		}
 	}
-	t.announcedMu.Lock()
-	if t.joinAnnounced == nil {
-		t.joinAnnounced = map[string][]string{}
-	}
-	t.joinAnnounced[rep.Target] = codes
-	t.announcedMu.Unlock()
+	mem.joinAnnounced, mem.joinSeen = codes, true
 }

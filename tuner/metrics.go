@@ -8,6 +8,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/exporter"
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/decide"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
 )
 
@@ -18,9 +19,9 @@ func (t *Tuner) record(rep *Report, took time.Duration) {
 		attrs = append(attrs, "hold", rep.Hold.Reason, "why", rep.Hold.Detail)
 	}
 	if r := rep.Recommendation; r != nil {
-		attrs = append(attrs, "mode", r.Mode, "barTokens", barText(r.EffectiveBarTokens), "currentBarTokens", barText(rep.Current.BarTokens),
-			"confidence", r.Confidence, "wronglyHeldNow", pctText(r.Evidence.Shadow.Current.Rates.WronglyHeld),
-			"wronglyHeldRecommended", pctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld), "source", r.Evidence.Source)
+		attrs = append(attrs, "mode", r.Mode, "barTokens", decide.BarText(r.EffectiveBarTokens), "currentBarTokens", decide.BarText(rep.Current.BarTokens),
+			"confidence", r.Confidence, "wronglyHeldNow", decide.PctText(r.Evidence.Shadow.Current.Rates.WronglyHeld),
+			"wronglyHeldRecommended", decide.PctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld), "source", r.Evidence.Source)
 	}
 	if rep.Error != "" {
 		attrs = append(attrs, "error", rep.Error)

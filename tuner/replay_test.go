@@ -260,16 +260,16 @@ func TestReplayStreamDropsSpansLeavingTheHistory(t *testing.T) {
 	tu := &Tuner{Clock: func() time.Time { return clock }, Logger: quietLogger()}
 	w.until(clock)
 	tu.Cycle(context.Background(), tg)
-	if n := len(tu.replays["t"].spans); n != 3 {
+	if n := len(tu.memory.m["t"].carry.Spans()); n != 3 {
 		t.Fatalf("%d spans held, want 06:00, 07:00, 08:00", n)
 	}
 	clock = replayStart.Add(190 * time.Minute) // the history now starts at 07:00
 	rep := tu.Cycle(context.Background(), tg)
-	st := tu.replays["t"]
-	if n := len(st.spans); n != 2 || !rep.Recommendation.Evidence.Replay.Continued {
+	spans := tu.memory.m["t"].carry.Spans()
+	if n := len(spans); n != 2 || !rep.Recommendation.Evidence.Replay.Continued {
 		t.Fatalf("%d spans held after the history moved (continued %+v), want 2", n, rep.Recommendation.Evidence.Replay)
 	}
-	if _, ok := st.spans[replayStart.UnixNano()]; ok {
+	if slices.ContainsFunc(spans, replayStart.Equal) {
 		t.Errorf("the 06:00 span is still held")
 	}
 	if got := rep.Recommendation.Evidence.Window.Decisions; got != int64(countFrom(w.ts, replayStart.Add(time.Hour))) {

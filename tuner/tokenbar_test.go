@@ -12,6 +12,7 @@ import (
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/decide"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
 	"github.com/gatetuner/gatetuner/tuner/sink"
@@ -63,7 +64,7 @@ func TestTokenBarCandidatesVaryOnlyTheTokenBar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands := BuildCandidates(CandidateSpec{Current: cur, Profile: prof, DrainRate: 8000})
+	cands := decide.BuildCandidates(decide.CandidateSpec{Current: cur, Profile: prof, DrainRate: 8000})
 	if len(cands) < 40 || !cands[0].Current || cands[0].Bar != 200000 {
 		t.Fatalf("%d candidates, first %+v", len(cands), cands[0])
 	}
@@ -106,7 +107,7 @@ func TestTokenBarTargetWritesMaxTokensInFlightPenalty(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	src := &decisions{from: now.Add(-50 * time.Minute), n: 2400}
 	tg, path := tokenBarTarget(t, src, now)
-	rep, _ := (&Tuner{Clock: func() time.Time { return now }}).plan(context.Background(), tg)
+	rep, _ := (&Tuner{Clock: func() time.Time { return now }}).plan(context.Background(), tg, &Memory{})
 	if rep.Hold != nil && rep.Hold.Reason == HoldUnsupportedTTFTSource {
 		t.Fatalf("held as latencyPredictor: %s", rep.Hold.Detail)
 	}
@@ -184,13 +185,13 @@ func TestTokenBarTargetWritesMaxTokensInFlightPenalty(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := wp.Settings(tg.Profile.MissingSignal)
-	if rec.candidate.Settings != written {
-		t.Fatalf("shadow settings %+v, written config's %+v", rec.candidate.Settings, written)
+	if rec.Candidate.Settings != written {
+		t.Fatalf("shadow settings %+v, written config's %+v", rec.Candidate.Settings, written)
 	}
 	// Every token-bar candidate's shadow decision is the gate's and the
 	// upstream filter's, on the recorded decisions and on shapes they lack
 	// (a missing load, several endpoints per group).
-	cands := BuildCandidates(CandidateSpec{Current: wp, Profile: tg.Profile, DrainRate: 8000})
+	cands := decide.BuildCandidates(decide.CandidateSpec{Current: wp, Profile: tg.Profile, DrainRate: 8000})
 	settings := make([]gate.Settings, len(cands))
 	for i, c := range cands {
 		settings[i] = c.Settings
@@ -295,7 +296,7 @@ func TestTokenBarTargetWithoutARateHolds(t *testing.T) {
 	est.DrainRate = estimator.RateEstimate{Status: estimator.StatusInconclusive}
 	est.Nominal = estimator.RateEstimate{Status: estimator.StatusInconclusive}
 	tg.Estimator = fixedEstimator{est: est}
-	rep, _ := (&Tuner{Clock: func() time.Time { return now }}).plan(context.Background(), tg)
+	rep, _ := (&Tuner{Clock: func() time.Time { return now }}).plan(context.Background(), tg, &Memory{})
 	if rep.Hold == nil || rep.Hold.Reason != HoldInconclusive || !strings.Contains(rep.Hold.Detail, "router-2026-05-tokens has no peakPrefillThroughput") {
 		t.Fatalf("hold %+v", rep.Hold)
 	}

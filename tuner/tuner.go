@@ -3,7 +3,6 @@ package tuner
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -16,9 +15,17 @@ import (
 	"github.com/gatetuner/gatetuner/tuner/sink"
 )
 
-// Estimator estimates a target's live numbers (estimator.Estimator).
+// Estimator estimates a target's live numbers (estimator.Estimator): the
+// port the gather stage reads the lookback's estimates through.
 type Estimator interface {
 	Estimate(ctx context.Context, t estimator.Target, at time.Time) (*estimator.Estimates, error)
+}
+
+// SpanEstimator estimates over an explicit span (estimator.Estimator's
+// EstimateSpan): each window of the day gets its own estimates, and the
+// last minutes' traffic prices a restart now.
+type SpanEstimator interface {
+	EstimateSpan(ctx context.Context, t estimator.Target, from, to time.Time) (*estimator.Estimates, error)
 }
 
 // Target is one tuning target at run time.
@@ -33,7 +40,10 @@ type Target struct {
 	Estimator Estimator
 }
 
-// Tuner runs guarded tuning cycles.
+// Tuner runs guarded tuning cycles. It keeps no per-target state: what a
+// target's cycles carry from one to the next is its Memory, which the
+// caller owns (the daemon keeps one per target; Cycle and CycleGroup use
+// the Tuner's own Memories).
 type Tuner struct {
 	// Estimator serves targets that have none of their own.
 	Estimator Estimator
@@ -45,25 +55,8 @@ type Tuner struct {
 	// Seed makes the Prometheus model's draws reproducible.
 	Seed uint64
 
-	// counted is, per target, the end of the last window whose decisions
-	// went into the shadow counters (windows overlap from cycle to cycle).
-	countedMu sync.Mutex
-	counted   map[string]time.Time
-
-	// announced is, per target, the recommendation hash whose awaiting
-	// approval was last announced in an Event (approve mode).
-	announcedMu sync.Mutex
-	announced   map[string]string
-	// joinAnnounced is, per target, the join reasons last announced in
-	// Events (guarded by announcedMu).
-	joinAnnounced map[string][]string
-	// days holds, per target, the completed windows' estimates (day.go).
-	dayMu sync.Mutex
-	days  map[string]*dayCache
-	// replays holds, per target, the shadow replay carried from cycle to
-	// cycle (replay.go).
-	replayMu sync.Mutex
-	replays  map[string]*replayStream
+	// memory serves Cycle and CycleGroup.
+	memory Memories
 }
 
 func (t *Tuner) now() time.Time {
@@ -87,22 +80,14 @@ func (t *Tuner) log() *slog.Logger {
 	return slog.Default()
 }
 
-// freshSince returns where this cycle's counter increments start: the end of
-// the target's last counted window, or from when there is none.
-func (t *Tuner) freshSince(target string, from time.Time) time.Time {
-	t.countedMu.Lock()
-	defer t.countedMu.Unlock()
-	if c, ok := t.counted[target]; ok && c.After(from) {
-		return c
-	}
-	return from
+func (t *Tuner) stage(ctx context.Context, name string) (context.Context, trace.Span) {
+	return t.tracer().Start(ctx, "gatetuner."+name)
 }
 
-func (t *Tuner) markCounted(target string, to time.Time) {
-	t.countedMu.Lock()
-	defer t.countedMu.Unlock()
-	if t.counted == nil {
-		t.counted = map[string]time.Time{}
+// estimatorFor is the target's estimator, or the Tuner's.
+func (t *Tuner) estimatorFor(tg *Target) Estimator {
+	if tg.Estimator != nil {
+		return tg.Estimator
 	}
-	t.counted[target] = to
+	return t.Estimator
 }

@@ -19,20 +19,37 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/policy"
 )
 
-// Modes of a target.
+// Modes of a target (package policy).
 const (
-	ModeOff       = "off"       // recommend only (the default)
-	ModeConfigMap = "configmap" // write the ConfigMap; the EPP restarts later
-	ModeRollout   = "rollout"   // write, roll the EPP Deployment, verify
-	ModeApprove   = "approve"   // write the ConfigMap only with an operator's approval of the recommendation's hash
+	ModeOff       = policy.ModeOff
+	ModeConfigMap = policy.ModeConfigMap
+	ModeRollout   = policy.ModeRollout
+	ModeApprove   = policy.ModeApprove
 )
 
-// Decision sources.
+// Decision sources (package policy).
 const (
-	SourceModel   = "prometheus-model"
-	SourceRecords = "records"
+	SourceModel   = policy.SourceModel
+	SourceRecords = policy.SourceRecords
+)
+
+// Apply-window words accepted in place of {schedule, duration} (package policy).
+const (
+	ApplyWindowAuto   = policy.ApplyWindowAuto
+	ApplyWindowAlways = policy.ApplyWindowAlways
+)
+
+// The knobs live in package policy; these names keep the config's API.
+type (
+	// Policy holds the knobs a target inherits from defaults unless it sets them.
+	Policy = policy.Policy
+	// ApplyWindow is when writes may happen.
+	ApplyWindow = policy.ApplyWindow
+	// Verification is how a rollout is judged.
+	Verification = policy.Verification
 )
 
 // Config is the whole daemon configuration.
@@ -85,36 +102,6 @@ type Server struct {
 	Address string `mapstructure:"address"`
 }
 
-// ApplyWindow is when writes may happen: from each activation of a cron
-// schedule for a duration, or (the string "auto", the default) in the
-// window of the daily cycle whose restart costs least, or (the string
-// "always") at any time.
-type ApplyWindow struct {
-	Schedule string        `mapstructure:"schedule"`
-	Duration time.Duration `mapstructure:"duration"`
-	// Auto: the window of least restart cost over the history.
-	Auto bool `mapstructure:"-"`
-	// Always: no window, writes at any time.
-	Always bool `mapstructure:"-"`
-}
-
-// Apply-window words accepted in place of {schedule, duration}.
-const (
-	ApplyWindowAuto   = "auto"
-	ApplyWindowAlways = "always"
-)
-
-// String is the window as configured: auto, always or "schedule for duration".
-func (w *ApplyWindow) String() string {
-	switch {
-	case w == nil || w.Always:
-		return ApplyWindowAlways
-	case w.Auto:
-		return ApplyWindowAuto
-	}
-	return fmt.Sprintf("%q for %s", w.Schedule, w.Duration)
-}
-
 // applyWindowHook decodes the words auto and always into an ApplyWindow.
 func applyWindowHook(from, to reflect.Type, data any) (any, error) {
 	if from.Kind() != reflect.String || (to != reflect.TypeOf(ApplyWindow{}) && to != reflect.TypeOf(&ApplyWindow{})) {
@@ -128,62 +115,6 @@ func applyWindowHook(from, to reflect.Type, data any) (any, error) {
 	default:
 		return nil, fmt.Errorf("applyWindow: want auto, always or {schedule, duration}, got %q", s)
 	}
-}
-
-// Verification is how a rollout is judged.
-type Verification struct {
-	// Window after the rollout in which TTFT p90 is compared with before.
-	Window time.Duration `mapstructure:"window"`
-	// TTFTMargin: a relative worsening of TTFT p90 above it rolls back.
-	TTFTMargin float64 `mapstructure:"ttftMargin"`
-	// RolloutTimeout bounds the wait for the new generation to be available.
-	RolloutTimeout time.Duration `mapstructure:"rolloutTimeout"`
-	// Warmup is skipped after the rollout before TTFT is compared: the
-	// restarted EPP has lost its prefix index and is slower for a while.
-	Warmup time.Duration `mapstructure:"warmup"`
-}
-
-// Policy holds the knobs a target inherits from defaults unless it sets them.
-type Policy struct {
-	Mode     string `mapstructure:"mode"`
-	Schedule string `mapstructure:"schedule"`
-	// Lookback is the estimator's rate window: the drain-rate and
-	// throughput estimates read this far back.
-	Lookback time.Duration `mapstructure:"lookback"`
-	// History is the evidence the day is decided on (cut at the last change).
-	History time.Duration `mapstructure:"history"`
-	// DayLength is the period of the daily cycle; WindowWidth splits it
-	// into windows (hour-of-day by default).
-	DayLength   time.Duration `mapstructure:"dayLength"`
-	WindowWidth time.Duration `mapstructure:"windowWidth"`
-	// SaturationWindow is the estimator's saturated-window length.
-	SaturationWindow time.Duration `mapstructure:"saturationWindow"`
-	// SnapshotStep spaces the in-flight snapshots the Prometheus model replays.
-	SnapshotStep   time.Duration `mapstructure:"snapshotStep"`
-	DecisionSource string        `mapstructure:"decisionSource"`
-	MinConfidence  *float64      `mapstructure:"minConfidence"`
-	// GainRatio: the recommendation's excess cost must be ≤ this × the current's.
-	GainRatio *float64 `mapstructure:"gainRatio"`
-	// MinGainShare: with the Prometheus model, the excess cost saved per
-	// second must be at least this share of the pool's computed prefill
-	// tokens per second (a gain the gate's shadow sees but the pool would not feel is no gain).
-	MinGainShare *float64 `mapstructure:"minGainShare"`
-	// Deadband on the token bar (relative).
-	Deadband *float64 `mapstructure:"deadband"`
-	// MaxStep bounds each apply's bar move (×/÷).
-	MaxStep     *float64      `mapstructure:"maxStep"`
-	Cooldown    time.Duration `mapstructure:"cooldown"`
-	DailyBudget *int          `mapstructure:"dailyBudget"`
-	// BudgetWindow is the span the budget counts applies over (default 24h).
-	BudgetWindow    time.Duration `mapstructure:"budgetWindow"`
-	ApplyWindow     *ApplyWindow  `mapstructure:"applyWindow"`
-	RestartWarmup   time.Duration `mapstructure:"restartWarmup"`
-	Verification    Verification  `mapstructure:"verification"`
-	MinDecisions    *int          `mapstructure:"minDecisions"`
-	BlockSizeTokens *int          `mapstructure:"blockSizeTokens"`
-	// ModelEndpointBudget bounds the Prometheus model's draws per snapshot
-	// by their endpoints: draws × endpoints ≤ this (at most 50 draws).
-	ModelEndpointBudget *int `mapstructure:"modelEndpointBudget"`
 }
 
 // Profile declares a custom EPP build profile.
@@ -257,19 +188,8 @@ type Target struct {
 	Policy                   `mapstructure:",squash"`
 }
 
-// Defaults for every knob, applied by Load.
-var defaultPolicy = Policy{
-	Mode: ModeOff, Schedule: "*/5 * * * *", Lookback: 2 * time.Hour, History: 24 * time.Hour, DayLength: 24 * time.Hour, WindowWidth: time.Hour, SaturationWindow: 2 * time.Minute, SnapshotStep: 30 * time.Second,
-	DecisionSource: SourceModel, MinConfidence: ptr(0.7), GainRatio: ptr(0.8), MinGainShare: ptr(0.25), Deadband: ptr(0.2), MaxStep: ptr(4.0),
-	Cooldown: 6 * time.Hour, DailyBudget: ptr(1), BudgetWindow: 24 * time.Hour, ApplyWindow: &ApplyWindow{Auto: true}, RestartWarmup: time.Minute,
-	Verification: Verification{Window: 10 * time.Minute, TTFTMargin: 0.2, RolloutTimeout: 10 * time.Minute, Warmup: 2 * time.Minute},
-	MinDecisions: ptr(200), BlockSizeTokens: ptr(64), ModelEndpointBudget: ptr(800),
-}
-
-func ptr[T any](v T) *T { return &v }
-
 // DefaultPolicy returns the built-in defaults.
-func DefaultPolicy() Policy { return defaultPolicy }
+func DefaultPolicy() Policy { return policy.Default() }
 
 // DefaultPrometheus returns the prometheus: section's defaults (the query
 // timeout and the embedded scraper's interval) that Load fills in.
@@ -359,8 +279,8 @@ func (c *Config) complete() error {
 			return fmt.Errorf("prometheus.url: want http(s)://host[:port] or embedded, got %q", u)
 		}
 	}
-	c.Defaults = merge(c.Defaults, defaultPolicy)
-	if err := c.Defaults.validate("defaults"); err != nil {
+	c.Defaults = policy.Merge(c.Defaults, policy.Default())
+	if err := c.Defaults.Validate("defaults"); err != nil {
 		return err
 	}
 	seenProfile := map[string]bool{}
@@ -396,9 +316,27 @@ func (c *Config) complete() error {
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
+// completeTarget fills the target's defaults and validates it, reporting
+// every problem of the target in one pass, not the first of them.
 func (c *Config) completeTarget(t *Target) error {
-	t.Policy = merge(t.Policy, c.Defaults)
-	// One pass reports every problem of the target, not the first of them.
+	t.Policy = policy.Merge(t.Policy, c.Defaults)
+	errs := t.locationProblems()
+	if _, err := c.ResolveProfile(t.Profile); err != nil {
+		errs = append(errs, fmt.Sprintf("profile: %v", err))
+	}
+	errs = append(errs, t.sourceProblems()...)
+	if err := t.Policy.Validate(""); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// locationProblems are what is wrong with where the target's EPP config
+// lives and the mode that writes it.
+func (t *Target) locationProblems() []string {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	if t.Name == "" {
@@ -424,9 +362,14 @@ func (c *Config) completeTarget(t *Target) error {
 	} else if t.Mode == ModeRollout && t.Deployment == "" {
 		bad("mode rollout needs deployment (the EPP Deployment to restart)")
 	}
-	if _, err := c.ResolveProfile(t.Profile); err != nil {
-		bad("profile: %v", err)
-	}
+	return errs
+}
+
+// sourceProblems are what is wrong with the target's numbers, decision
+// source and selectors; it defaults the selectors it can.
+func (t *Target) sourceProblems() []string {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	if t.TTFTSLOMs < 0 || t.PriorPPT < 0 || t.MaxNumBatchedTokens < 0 {
 		bad("ttftSLOMs, priorPPT and maxNumBatchedTokens must be ≥ 0")
 	}
@@ -446,13 +389,7 @@ func (c *Config) completeTarget(t *Target) error {
 	if t.Selector.EPP == "" {
 		t.Selector.EPP = t.Selector.VLLM
 	}
-	if err := t.Policy.validate(""); err != nil {
-		bad("%v", err)
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
+	return errs
 }
 
 // ResolveProfile returns a built-in or a declared custom profile ("" = default).
@@ -465,165 +402,5 @@ func (c *Config) ResolveProfile(name string) (gate.Profile, error) {
 	return gate.LookupProfile(name)
 }
 
-// merge fills p's unset fields from def.
-func merge(p, def Policy) Policy {
-	if p.Mode == "" {
-		p.Mode = def.Mode
-	}
-	if p.Schedule == "" {
-		p.Schedule = def.Schedule
-	}
-	if p.Lookback == 0 {
-		p.Lookback = def.Lookback
-	}
-	if p.History == 0 {
-		p.History = def.History
-	}
-	if p.DayLength == 0 {
-		p.DayLength = def.DayLength
-	}
-	if p.WindowWidth == 0 {
-		p.WindowWidth = def.WindowWidth
-	}
-	if p.SaturationWindow == 0 {
-		p.SaturationWindow = def.SaturationWindow
-	}
-	if p.SnapshotStep == 0 {
-		p.SnapshotStep = def.SnapshotStep
-	}
-	if p.DecisionSource == "" {
-		p.DecisionSource = def.DecisionSource
-	}
-	if p.MinConfidence == nil {
-		p.MinConfidence = def.MinConfidence
-	}
-	if p.GainRatio == nil {
-		p.GainRatio = def.GainRatio
-	}
-	if p.MinGainShare == nil {
-		p.MinGainShare = def.MinGainShare
-	}
-	if p.Deadband == nil {
-		p.Deadband = def.Deadband
-	}
-	if p.MaxStep == nil {
-		p.MaxStep = def.MaxStep
-	}
-	if p.Cooldown == 0 {
-		p.Cooldown = def.Cooldown
-	}
-	if p.DailyBudget == nil {
-		p.DailyBudget = def.DailyBudget
-	}
-	if p.BudgetWindow == 0 {
-		p.BudgetWindow = def.BudgetWindow
-	}
-	if p.ApplyWindow == nil {
-		p.ApplyWindow = def.ApplyWindow
-	}
-	if p.RestartWarmup == 0 {
-		p.RestartWarmup = def.RestartWarmup
-	}
-	if p.Verification.Window == 0 {
-		p.Verification.Window = def.Verification.Window
-	}
-	if p.Verification.TTFTMargin == 0 {
-		p.Verification.TTFTMargin = def.Verification.TTFTMargin
-	}
-	if p.Verification.RolloutTimeout == 0 {
-		p.Verification.RolloutTimeout = def.Verification.RolloutTimeout
-	}
-	if p.Verification.Warmup == 0 {
-		p.Verification.Warmup = def.Verification.Warmup
-	}
-	if p.MinDecisions == nil {
-		p.MinDecisions = def.MinDecisions
-	}
-	if p.BlockSizeTokens == nil {
-		p.BlockSizeTokens = def.BlockSizeTokens
-	}
-	if p.ModelEndpointBudget == nil {
-		p.ModelEndpointBudget = def.ModelEndpointBudget
-	}
-	return p
-}
-
-// CronParser parses the schedules of the config (5 fields, or descriptors like @every 5m).
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // ParseSchedule parses a cron expression as the config does.
-func ParseSchedule(s string) (cron.Schedule, error) { return cronParser.Parse(s) }
-
-func (p *Policy) validate(prefix string) error {
-	key := func(k string) string {
-		if prefix == "" {
-			return k
-		}
-		return prefix + "." + k
-	}
-	var errs []string
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	switch p.Mode {
-	case ModeOff, ModeConfigMap, ModeRollout, ModeApprove:
-	default:
-		bad("%s: want off, configmap, rollout or approve, got %q", key("mode"), p.Mode)
-	}
-	if _, err := ParseSchedule(p.Schedule); err != nil {
-		bad("%s: %q: %v", key("schedule"), p.Schedule, err)
-	}
-	switch p.DecisionSource {
-	case SourceModel, SourceRecords:
-	default:
-		bad("%s: want prometheus-model or records, got %q", key("decisionSource"), p.DecisionSource)
-	}
-	if *p.MinConfidence < 0 || *p.MinConfidence > 1 {
-		bad("%s: want a value in [0,1], got %v", key("minConfidence"), *p.MinConfidence)
-	}
-	if *p.GainRatio <= 0 || *p.GainRatio > 1 {
-		bad("%s: want a value in (0,1], got %v", key("gainRatio"), *p.GainRatio)
-	}
-	if *p.MinGainShare < 0 {
-		bad("%s: want ≥ 0, got %v", key("minGainShare"), *p.MinGainShare)
-	}
-	if *p.Deadband < 0 || *p.Deadband >= 1 {
-		bad("%s: want a value in [0,1), got %v", key("deadband"), *p.Deadband)
-	}
-	if *p.MaxStep < 1 {
-		bad("%s: want ≥ 1, got %v", key("maxStep"), *p.MaxStep)
-	}
-	if *p.DailyBudget < 0 {
-		bad("%s: want ≥ 0, got %d", key("dailyBudget"), *p.DailyBudget)
-	}
-	if p.Lookback < p.SaturationWindow*4 {
-		bad("%s: %v is shorter than 4 saturation windows (%v)", key("lookback"), p.Lookback, p.SaturationWindow)
-	}
-	switch {
-	case p.WindowWidth <= 0 || p.DayLength <= 0:
-		bad("%s and %s: want positive durations, got %v and %v", key("dayLength"), key("windowWidth"), p.DayLength, p.WindowWidth)
-	case p.DayLength%p.WindowWidth != 0:
-		bad("%s: %v does not divide %s %v", key("windowWidth"), p.WindowWidth, key("dayLength"), p.DayLength)
-	case p.History < p.WindowWidth:
-		bad("%s: %v is shorter than one window (%s %v)", key("history"), p.History, key("windowWidth"), p.WindowWidth)
-	}
-	if w := p.ApplyWindow; w != nil && !w.Auto && !w.Always {
-		if _, err := ParseSchedule(w.Schedule); err != nil {
-			bad("%s: %q: %v", key("applyWindow.schedule"), w.Schedule, err)
-		}
-		if w.Duration <= 0 {
-			bad("%s: want a positive duration", key("applyWindow.duration"))
-		}
-	}
-	if p.Verification.TTFTMargin < 0 {
-		bad("%s: want ≥ 0", key("verification.ttftMargin"))
-	}
-	if *p.BlockSizeTokens <= 0 {
-		bad("%s: want > 0", key("blockSizeTokens"))
-	}
-	if *p.ModelEndpointBudget <= 0 {
-		bad("%s: want > 0 (draws × endpoints per snapshot)", key("modelEndpointBudget"))
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
+func ParseSchedule(s string) (cron.Schedule, error) { return policy.ParseSchedule(s) }

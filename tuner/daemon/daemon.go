@@ -70,6 +70,8 @@ type Daemon struct {
 	closers []func()
 	// streams are the targets' records streams, started by Run.
 	streams []*tuner.RecordsStream
+	// memory is what each target's cycles carry from one to the next.
+	memory tuner.Memories
 
 	mu      sync.Mutex
 	reports map[string]*tuner.Report
@@ -400,7 +402,7 @@ func (d *Daemon) cycle(ctx context.Context, g *targetGroup) (reps []*tuner.Repor
 		}
 		d.mu.Unlock()
 	}()
-	return d.tuner.CycleGroup(ctx, g.members, g.joint)
+	return d.tuner.CycleGroupWith(ctx, &d.memory, g.members, g.joint)
 }
 
 // watchStream exports a records stream's health as

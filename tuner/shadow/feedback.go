@@ -262,23 +262,59 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 		f.pos[sl] = i
 	}
 	f.advance(d.At, w)
-
-	// The recorded choice: the live EPP's, else the picker model's under
-	// the settings the decisions were recorded with.
-	cur := &f.settings[0]
-	reuse := len(d.Decided) == len(f.settings)
-	var dec0 gate.Decision
-	if reuse {
-		dec0 = d.Decided[0]
-	} else {
-		dec0 = gate.Decide(cur, d.Endpoints)
+	lc := f.liveChoice(d)
+	part := min(max(d.Part, 0), f.parts-1)
+	tallies := f.tallies[part]
+	f.recordedState(d)
+	for k := f.lo; k < f.hi; k++ {
+		f.replayFor(k, d, &lc, &tallies[k], w)
 	}
-	model := pick(cur, d.Endpoints, &dec0)
-	rec := -1
+	// The recorded work right after this decision.
+	for i := 0; i < n; i++ {
+		f.prevWork[f.idx[i]] = float64(d.Endpoints[i].InFlightTokens)
+	}
+	if lc.rec >= 0 {
+		f.prevWork[f.idx[lc.rec]] += lc.uRec
+	}
+	for _, sl := range f.idx {
+		f.pos[sl] = -1
+	}
+}
+
+// liveRun is what the recorded run did with a decision: its gate decision
+// under the recorded settings (entry 0), the endpoint it chose, whether
+// the picker model explains that choice, and where the live prefix sits.
+type liveRun struct {
+	// reuse: the decision carries every settings entry's gate decision.
+	reuse bool
+	dec0  gate.Decision
+	// rec is the chosen endpoint (-1: none) and uRec the tokens it computes.
+	rec  int
+	uRec float64
+	// explained: the picker model explains the live choice.
+	explained bool
+	// home is the recorded best sticky endpoint (-1: none) and homeBlocks
+	// its match; released: the recorded run released the request elsewhere.
+	home, homeBlocks int
+	released         bool
+}
+
+// liveChoice is the recorded choice: the live EPP's, else the picker
+// model's under the settings the decisions were recorded with.
+func (f *Feedback) liveChoice(d *FeedbackDecision) liveRun {
+	n := len(d.Endpoints)
+	cur := &f.settings[0]
+	lc := liveRun{reuse: len(d.Decided) == len(f.settings), rec: -1, home: -1}
+	if lc.reuse {
+		lc.dec0 = d.Decided[0]
+	} else {
+		lc.dec0 = gate.Decide(cur, d.Endpoints)
+	}
+	model := pick(cur, d.Endpoints, &lc.dec0)
 	if d.Chosen != nil && len(d.Names) == n {
 		for i := range d.Names {
 			if string(d.Names[i]) == string(d.Chosen) {
-				rec = i
+				lc.rec = i
 				break
 			}
 		}
@@ -286,25 +322,27 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	// When the picker model does not explain the live choice (other
 	// scorers, an exploration draw), every settings follows the live choice
 	// wherever its filter keeps that endpoint.
-	explained := rec < 0 || rec == model
-	if rec < 0 {
-		rec = model
+	lc.explained = lc.rec < 0 || lc.rec == model
+	if lc.rec < 0 {
+		lc.rec = model
 	}
-	prompt := d.PromptTokens
-	var uRec float64
-	if rec >= 0 {
-		uRec = uncached(&d.Endpoints[rec], prompt)
+	if lc.rec >= 0 {
+		lc.uRec = uncached(&d.Endpoints[lc.rec], d.PromptTokens)
 	}
 	// Where the live prefix sits: the recorded best sticky endpoint and its
 	// match, and whether the recorded run released the request elsewhere.
-	home, homeBlocks := -1, 0
-	if dec0.BestSticky >= 0 && d.Endpoints[dec0.BestSticky].HasMatch {
-		home, homeBlocks = dec0.BestSticky, d.Endpoints[dec0.BestSticky].MatchBlocks
+	if lc.dec0.BestSticky >= 0 && d.Endpoints[lc.dec0.BestSticky].HasMatch {
+		lc.home, lc.homeBlocks = lc.dec0.BestSticky, d.Endpoints[lc.dec0.BestSticky].MatchBlocks
 	}
-	recReleased := rec >= 0 && !gate.IsSticky(&d.Endpoints[rec], cur.AffinityThreshold)
+	lc.released = lc.rec >= 0 && !gate.IsSticky(&d.Endpoints[lc.rec], cur.AffinityThreshold)
+	return lc
+}
 
-	part := min(max(d.Part, 0), f.parts-1)
-	tallies := f.tallies[part]
+// recordedState fills the scratch views with the decision as recorded:
+// stickiness at the recorded threshold, the endpoints, their tokens.
+func (f *Feedback) recordedState(d *FeedbackDecision) {
+	n := len(d.Endpoints)
+	cur := &f.settings[0]
 	f.sticky = f.sticky[:0]
 	for i := range d.Endpoints {
 		f.sticky = append(f.sticky, gate.IsSticky(&d.Endpoints[i], cur.AffinityThreshold))
@@ -317,77 +355,76 @@ func (f *Feedback) Add(d *FeedbackDecision) {
 	for i := 0; i < n; i++ {
 		f.adj[i] = float64(d.Endpoints[i].InFlightTokens)
 	}
-	for k := f.lo; k < f.hi; k++ {
-		s := &f.settings[k]
-		dk := f.delta[k]
-		tbl := f.replicas[k]
-		// A settings whose trajectory has not diverged sees the recorded state.
-		eps, adj := d.Endpoints, f.adj
-		nmod := 0
-		clean := !f.dirty[k] && tbl == nil
-		if !clean {
-			eps, adj = f.eps, f.adjK
-			for i := 0; i < n; i++ {
-				sl := f.idx[i]
-				rt := float64(d.Endpoints[i].InFlightTokens)
-				x := dk[sl]
-				if x < -rt { // the settings' own trajectory has the endpoint idle
-					x = -rt
-					dk[sl] = x
-				}
-				adj[i] = rt + x
-				eps[i].InFlightTokens = int64(math.Round(rt + x))
-			}
-			if tbl != nil {
-				nmod = f.applyReplicas(tbl, d, s.AffinityThreshold)
-			}
+}
+
+// viewFor is the decision as settings entry k sees it: the recorded state
+// while its trajectory has not diverged (clean), else the endpoints with
+// its own loads (and prefix replicas; nmod of them changed in f.eps).
+func (f *Feedback) viewFor(k int, d *FeedbackDecision) (eps []gate.Endpoint, adj []float64, nmod int, clean bool) {
+	dk := f.delta[k]
+	tbl := f.replicas[k]
+	eps, adj = d.Endpoints, f.adj
+	clean = !f.dirty[k] && tbl == nil
+	if clean {
+		return eps, adj, 0, true
+	}
+	eps, adj = f.eps, f.adjK
+	for i := range d.Endpoints {
+		sl := f.idx[i]
+		rt := float64(d.Endpoints[i].InFlightTokens)
+		x := dk[sl]
+		if x < -rt { // the settings' own trajectory has the endpoint idle
+			x = -rt
+			dk[sl] = x
 		}
-		var dec gate.Decision
-		if reuse && clean {
-			dec = d.Decided[k]
-		} else {
-			dec = gate.Decide(s, eps)
+		adj[i] = rt + x
+		eps[i].InFlightTokens = int64(math.Round(rt + x))
+	}
+	if tbl != nil {
+		nmod = f.applyReplicas(tbl, d, f.settings[k].AffinityThreshold)
+	}
+	return eps, adj, nmod, false
+}
+
+// replayFor replays the decision for settings entry k into its tally t.
+func (f *Feedback) replayFor(k int, d *FeedbackDecision, lc *liveRun, t *feedbackTally, w float64) {
+	s := &f.settings[k]
+	dk := f.delta[k]
+	eps, adj, nmod, clean := f.viewFor(k, d)
+	var dec gate.Decision
+	if lc.reuse && clean {
+		dec = d.Decided[k]
+	} else {
+		dec = gate.Decide(s, eps)
+	}
+	var c int
+	if !lc.explained && kept(s, eps, &dec, lc.rec) {
+		c = lc.rec
+	} else {
+		c = pick(s, eps, &dec)
+	}
+	if c >= 0 {
+		u := uncached(&eps[c], d.PromptTokens)
+		ttft := 0.0
+		if r := f.rates[f.idx[c]]; r > 0 {
+			ttft = (adj[c] + u) / r
 		}
-		var c int
-		if !explained && kept(s, eps, &dec, rec) {
-			c = rec
-		} else {
-			c = pick(s, eps, &dec)
-		}
-		if c >= 0 {
-			u := uncached(&eps[c], prompt)
-			t := &tallies[k]
-			ttft := 0.0
-			if r := f.rates[f.idx[c]]; r > 0 {
-				ttft = (adj[c] + u) / r
+		t.w += w
+		t.wTTFT += w * ttft
+		t.wTokens += w * (adj[c] + u)
+		t.ttft.Add(ttft)
+		if c != lc.rec && lc.rec >= 0 {
+			t.wDiverged += w
+			dk[f.idx[c]] += u
+			dk[f.idx[lc.rec]] -= lc.uRec
+			f.dirty[k] = true
+			if f.opt.PrefixReplicas && lc.home >= 0 && lc.homeBlocks > 0 {
+				f.place(k, d, c, lc.rec, lc.home, lc.homeBlocks, lc.released, s.AffinityThreshold)
 			}
-			t.w += w
-			t.wTTFT += w * ttft
-			t.wTokens += w * (adj[c] + u)
-			t.ttft.Add(ttft)
-			if c != rec && rec >= 0 {
-				t.wDiverged += w
-				dk[f.idx[c]] += u
-				dk[f.idx[rec]] -= uRec
-				f.dirty[k] = true
-				if f.opt.PrefixReplicas && home >= 0 && homeBlocks > 0 {
-					f.place(k, d, c, rec, home, homeBlocks, recReleased, s.AffinityThreshold)
-				}
-			}
-		}
-		for _, i := range f.mod[:nmod] {
-			f.eps[i].MatchBlocks = d.Endpoints[i].MatchBlocks
 		}
 	}
-	// The recorded work right after this decision.
-	for i := 0; i < n; i++ {
-		f.prevWork[f.idx[i]] = float64(d.Endpoints[i].InFlightTokens)
-	}
-	if rec >= 0 {
-		f.prevWork[f.idx[rec]] += uRec
-	}
-	for _, sl := range f.idx {
-		f.pos[sl] = -1
+	for _, i := range f.mod[:nmod] {
+		f.eps[i].MatchBlocks = d.Endpoints[i].MatchBlocks
 	}
 }
 

@@ -139,7 +139,7 @@ func resolvePending(st *State, seq int, at time.Time) {
 	if at.After(st.EffectiveAt) {
 		st.EffectiveAt = at
 	}
-	st.updateEntry(seq, func(en *Entry) {
+	updateEntry(st, seq, func(en *Entry) {
 		t := at
 		en.EffectiveAt = &t
 		if en.Status == StatusPendingRestart {
@@ -186,7 +186,7 @@ func (e *engine) updateState(ctx context.Context, mut func(*State) (bool, error)
 		if err != nil {
 			return nil, err
 		}
-		st := obj.state.clone()
+		st := clone(obj.state)
 		changed, err := mut(&st)
 		if err != nil || !changed {
 			return obj, err
@@ -324,7 +324,7 @@ func (e *engine) guardedWrite(ctx context.Context, req writeReq) (*written, *Res
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s left untouched: %w", e.target, err)
 		}
-		st := fresh.state.clone()
+		st := clone(fresh.state)
 		res.ConfigHash = ConfigHash(fresh.text)
 		hold, err := e.guard(ctx, &st, req.meta.Kind)
 		if err != nil {
@@ -374,7 +374,7 @@ func (e *engine) guardedWrite(ctx context.Context, req writeReq) (*written, *Res
 		}
 		if st.Pending != nil {
 			// A rollback replaces a write the EPP never ran.
-			st.updateEntry(st.Pending.Seq, func(en *Entry) {
+			updateEntry(&st, st.Pending.Seq, func(en *Entry) {
 				if en.Status == StatusPendingRestart {
 					en.Status = StatusSuperseded
 				}
@@ -468,7 +468,7 @@ func (e *engine) newEntry(st *State, meta Meta, oldIns []InstanceState, oldText,
 		return Entry{}, fmt.Errorf("%s: edited config does not read back: %w", e.target, err)
 	}
 	en := Entry{
-		Seq:                st.nextSeq(),
+		Seq:                nextSeq(st),
 		Kind:               meta.Kind,
 		At:                 e.now(),
 		By:                 e.opts.Identity,

@@ -72,6 +72,31 @@ func RBACTargets(targets ...Target) []RBACTarget {
 // Deployments, create/patch Events, get/update the named Lease and create
 // Leases (create cannot be limited by name). Nothing is cluster-wide.
 func RenderRBAC(cfg RBACConfig) ([]byte, error) {
+	cfg = cfg.withDefaults()
+	targets, namespaces, err := cfg.byNamespace()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString("# gatetuner RBAC, rendered by tuner/sink.RenderRBAC: namespaced Roles only, every\n")
+	b.WriteString("# ConfigMap, Deployment and Lease limited by name. Nothing cluster-wide.\n")
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: %s
+  namespace: %s
+  labels:
+    app.kubernetes.io/name: gatetuner
+`, cfg.ServiceAccount, cfg.ServiceAccountNamespace)
+	for _, ns := range namespaces {
+		writeTargetRole(&b, cfg, targets[ns])
+	}
+	writeLeaseRole(&b, cfg)
+	return b.Bytes(), nil
+}
+
+// withDefaults names the service account and the Lease gatetuner when unset.
+func (cfg RBACConfig) withDefaults() RBACConfig {
 	if cfg.ServiceAccount == "" {
 		cfg.ServiceAccount = "gatetuner"
 	}
@@ -84,6 +109,12 @@ func RenderRBAC(cfg RBACConfig) ([]byte, error) {
 	if cfg.LeaseNamespace == "" {
 		cfg.LeaseNamespace = cfg.ServiceAccountNamespace
 	}
+	return cfg
+}
+
+// byNamespace merges the targets by namespace (names sorted, each once) and
+// checks every name; namespaces are sorted.
+func (cfg RBACConfig) byNamespace() (map[string]*RBACTarget, []string, error) {
 	var errs []string
 	check := func(what, v string, dns1123Label bool) {
 		var msgs []string
@@ -127,24 +158,16 @@ func RenderRBAC(cfg RBACConfig) ([]byte, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("render RBAC: %s", strings.Join(errs, "; "))
+		return nil, nil, fmt.Errorf("render RBAC: %s", strings.Join(errs, "; "))
 	}
 	sort.Strings(namespaces)
+	return targets, namespaces, nil
+}
 
-	var b bytes.Buffer
-	b.WriteString("# gatetuner RBAC, rendered by tuner/sink.RenderRBAC: namespaced Roles only, every\n")
-	b.WriteString("# ConfigMap, Deployment and Lease limited by name. Nothing cluster-wide.\n")
-	fmt.Fprintf(&b, `apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: %s
-  namespace: %s
-  labels:
-    app.kubernetes.io/name: gatetuner
-`, cfg.ServiceAccount, cfg.ServiceAccountNamespace)
-	for _, ns := range namespaces {
-		rt := targets[ns]
-		fmt.Fprintf(&b, `---
+// writeTargetRole renders the Role and RoleBinding of one namespace's targets.
+func writeTargetRole(b *bytes.Buffer, cfg RBACConfig, rt *RBACTarget) {
+	ns := rt.Namespace
+	fmt.Fprintf(b, `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -160,16 +183,16 @@ rules:
   resourceNames: %s
   verbs: ["get", "update", "patch"]
 `, RoleName, ns, flowList(rt.ConfigMaps))
-		if len(rt.Deployments) > 0 {
-			fmt.Fprintf(&b, `# Roll the EPP (pod-template annotation gatetuner.dev/config-hash) and read
+	if len(rt.Deployments) > 0 {
+		fmt.Fprintf(b, `# Roll the EPP (pod-template annotation gatetuner.dev/config-hash) and read
 # its rollout status.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   resourceNames: %s
   verbs: ["get", "patch"]
 `, flowList(rt.Deployments))
-		}
-		fmt.Fprintf(&b, `# Events on the ConfigMap carrying the numbers of each apply, hold and rollback.
+	}
+	fmt.Fprintf(b, `# Events on the ConfigMap carrying the numbers of each apply, hold and rollback.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
@@ -190,8 +213,11 @@ subjects:
   name: %s
   namespace: %s
 `, RoleName, ns, RoleName, cfg.ServiceAccount, cfg.ServiceAccountNamespace)
-	}
-	fmt.Fprintf(&b, `---
+}
+
+// writeLeaseRole renders the leader election's Role and RoleBinding.
+func writeLeaseRole(b *bytes.Buffer, cfg RBACConfig) {
+	fmt.Fprintf(b, `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -227,7 +253,6 @@ subjects:
   namespace: %s
 `, LeaderElectionRoleName, cfg.LeaseNamespace, cfg.LeaseName, LeaderElectionRoleName, cfg.LeaseNamespace,
 		LeaderElectionRoleName, cfg.ServiceAccount, cfg.ServiceAccountNamespace)
-	return b.Bytes(), nil
 }
 
 func sortedUnique(s []string) []string {

@@ -69,7 +69,7 @@ func (e *engine) recordEffective(ctx context.Context, seq int, at time.Time, v *
 	obj, err := e.updateState(ctx, func(st *State) (bool, error) {
 		resolvePending(st, seq, at)
 		if v != nil {
-			st.updateEntry(seq, func(en *Entry) { c := *v; en.Verification = &c })
+			updateEntry(st, seq, func(en *Entry) { c := *v; en.Verification = &c })
 		}
 		return true, nil
 	})
@@ -93,7 +93,7 @@ func (e *engine) autoRollback(ctx context.Context, w *written, reason HoldReason
 				h.Message = clip(h.Message + "; " + extra)
 			}
 			st.Hold = &h
-			st.updateEntry(seq, func(en *Entry) {
+			updateEntry(st, seq, func(en *Entry) {
 				en.Status = status
 				en.Failure = &Failure{Reason: reason, Message: h.Message}
 				if v != nil {
@@ -173,7 +173,7 @@ func (e *engine) autoRollback(ctx context.Context, w *written, reason HoldReason
 		extra := "the rollback's rollout failed too: " + err.Error()
 		obj, herr := e.updateState(ctx, func(st *State) (bool, error) {
 			markFailed(StatusRolledBack, extra)(st)
-			st.updateEntry(rw.entry.Seq, func(en *Entry) {
+			updateEntry(st, rw.entry.Seq, func(en *Entry) {
 				en.Status = StatusFailed
 				en.Failure = &Failure{Reason: HoldRolloutFailed, Message: clip(err.Error())}
 			})
@@ -206,7 +206,7 @@ func (e *engine) failRollback(ctx context.Context, w *written, msg string) error
 		Message: clip("the EPP did not become available after the rollback: " + msg)}
 	_, err := e.updateState(ctx, func(st *State) (bool, error) {
 		st.Hold = hold
-		st.updateEntry(seq, func(en *Entry) {
+		updateEntry(st, seq, func(en *Entry) {
 			en.Status = StatusFailed
 			en.Failure = &Failure{Reason: HoldRolloutFailed, Message: hold.Message}
 		})

@@ -51,7 +51,7 @@ func TestStateRoundTrips(t *testing.T) {
 	if !reflect.DeepEqual(got, st) {
 		t.Fatalf("sidecar round trip:\n got %+v\nwant %+v", got, st)
 	}
-	if c := st.clone(); !reflect.DeepEqual(c, st) {
+	if c := clone(st); !reflect.DeepEqual(c, st) {
 		t.Fatal("clone differs")
 	}
 	// Cleared state removes gatetuner's annotations, not people's.
@@ -98,8 +98,8 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Fatalf("byte bound: %d bytes, %d entries", len(b), len(got))
 	}
 	st := State{History: got}
-	if st.nextSeq() != 51 {
-		t.Fatalf("next seq %d", st.nextSeq())
+	if nextSeq(&st) != 51 {
+		t.Fatalf("next seq %d", nextSeq(&st))
 	}
 }
 
@@ -149,8 +149,8 @@ func FuzzDecodeAnnotations(f *testing.F) {
 			t.Fatalf("re-encoded state does not decode: %v\n%v", err, out)
 		}
 		st.Paused, st.PausedValue = false, ""
-		a, _ := json.Marshal(st.toSidecar())
-		b, _ := json.Marshal(st2.toSidecar())
+		a, _ := json.Marshal(toSidecar(st))
+		b, _ := json.Marshal(toSidecar(st2))
 		if string(a) != string(b) {
 			t.Fatalf("round trip changed the state:\n%s\n%s", a, b)
 		}
@@ -177,8 +177,8 @@ func FuzzDecodeSidecar(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded sidecar does not decode: %v\n%s", err, out)
 		}
-		a, _ := json.Marshal(st.toSidecar())
-		c, _ := json.Marshal(st2.toSidecar())
+		a, _ := json.Marshal(toSidecar(st))
+		c, _ := json.Marshal(toSidecar(st2))
 		if string(a) != string(c) {
 			t.Fatalf("round trip changed the state:\n%s\n%s", a, c)
 		}
@@ -212,7 +212,7 @@ func TestApprovalIsReadAndNeverWritten(t *testing.T) {
 	if _, ok := st.WrittenHash("3f2a"); ok {
 		t.Errorf("a prefix counts as written")
 	}
-	b, err := json.Marshal(st.toSidecar())
+	b, err := json.Marshal(toSidecar(st))
 	if err != nil {
 		t.Fatal(err)
 	}

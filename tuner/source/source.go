@@ -21,31 +21,19 @@ import (
 
 	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
+	"github.com/gatetuner/gatetuner/tuner/decide"
 	"github.com/gatetuner/gatetuner/tuner/records"
 )
 
-// Decision source kinds, as reported in evidence and metrics.
+// Decision source kinds, as reported in evidence and metrics (package decide).
 const (
-	KindRecords = "records"
-	KindModel   = "prometheus-model"
+	KindRecords = decide.SourceKindRecords
+	KindModel   = decide.SourceKindModel
 )
 
-// Decision is one decision's input, as a source yields it. Slices are valid
-// only during the callback.
-type Decision struct {
-	TS        time.Time
-	Endpoints []gate.Endpoint
-	Names     [][]byte
-	// Observed is the live EPP's outcome when recorded (records only).
-	Observed []byte
-	// Chosen names the endpoint the live EPP picked, when recorded.
-	Chosen []byte
-	// PromptTokens is the request's prompt length (< 0: unknown).
-	PromptTokens int64
-	// Weight is how many real requests the decision stands for (0: one);
-	// the Prometheus model's draws each stand for several.
-	Weight float64
-}
+// Decision is one decision's input, as a source yields it (package decide
+// consumes it). Slices are valid only during the callback.
+type Decision = decide.Decision
 
 // DecisionSource yields the decisions of a shadow window.
 type DecisionSource interface {
@@ -70,7 +58,7 @@ type Mark struct {
 // ErrStaleMark is returned when a source no longer continues a mark (the
 // file was replaced or truncated, or the stream dropped records not yet
 // replayed): the caller replays from the zero Mark.
-var ErrStaleMark = errors.New("the source no longer continues the last cycle's position")
+var ErrStaleMark = decide.ErrStaleMark
 
 // MaxAhead is how far after a replay's end a record's time may be. A
 // replay stops at the first record at or after its end (records are in
@@ -517,7 +505,7 @@ const DefaultEndpointBudget = maxPerSnapshot * 16
 func (m *Model) Kind() string { return KindModel }
 
 // ErrModelData is returned when the estimates lack what the model needs.
-var ErrModelData = errors.New("prometheus model: missing data")
+var ErrModelData = decide.ErrModelData
 
 // Usable says why the model cannot run, or nil: with spans, when none of
 // them is usable (each span's reason joined), else on Est.

@@ -1,24 +1,22 @@
-package tuner
+package decide
 
 import (
 	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gatetuner/gatetuner/estimator"
 )
 
-func restartEstimates(rate, promptMean, cachedMean float64, endpoints int) *estimator.Estimates {
-	e := &estimator.Estimates{RequestRate: estimator.Scalar{Status: estimator.StatusOK, Value: &rate}}
+func restartEstimates(rate, promptMean, cachedMean float64, endpoints int) *Traffic {
+	e := &Traffic{RequestRate: &rate}
 	if promptMean > 0 {
-		e.Prompt.Mean = &promptMean
+		e.PromptMean = &promptMean
 	}
 	if cachedMean > 0 {
-		e.Cached.Mean = &cachedMean
+		e.CachedMean = &cachedMean
 	}
 	for i := 0; i < endpoints; i++ {
-		e.Routing.Endpoints = append(e.Routing.Endpoints, estimator.EndpointShare{Endpoint: string(rune('a' + i)), Share: 1 / float64(endpoints)})
+		e.Endpoints = append(e.Endpoints, string(rune('a'+i)))
 	}
 	return e
 }

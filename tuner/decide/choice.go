@@ -1,15 +1,12 @@
-package tuner
+package decide
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 
-	"github.com/gatetuner/gatetuner/estimator"
-	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/policy"
 )
 
 // allowedPerWindow is the most a candidate may score in each window: the
@@ -50,14 +47,14 @@ func finite(x float64) *float64 {
 // dayView is the evidence's per-window table: for every window of the day,
 // its requests, the current and recommended settings' scores, the window's
 // own best candidate and whether the rule passed.
-func dayView(pol config.Policy, cands []Candidate, r *replayed, obj objective, ch choice, day *dayEvidence) *DayView {
-	v := &DayView{DayLengthSeconds: r.clock.length.Seconds(), WindowWidthSeconds: r.clock.width.Seconds(), HistorySeconds: pol.History.Seconds(),
-		Rule: ruleText(obj, pol), CurrentScore: finite(ch.scores[0]), RecommendedScore: finite(ch.scores[ch.rec]), Note: ch.note, Queries: day.queries}
+func dayView(pol policy.Policy, cands []Candidate, r *replayed, obj objective, ch choice, day *Day) *DayView {
+	v := &DayView{DayLengthSeconds: r.clock.Length.Seconds(), WindowWidthSeconds: r.clock.Width.Seconds(), HistorySeconds: pol.History.Seconds(),
+		Rule: ruleText(obj, pol), CurrentScore: finite(ch.scores[0]), RecommendedScore: finite(ch.scores[ch.rec]), Note: ch.note, Queries: day.Queries}
 	if obj.name() == ObjectiveExcessTokens {
 		v.Skipped = day.skipped()
 	}
 	for k := range ch.windows {
-		w := DayWindow{Index: k, Label: r.clock.label(k), Days: r.days[k], Requests: r.reqs[k], Decisions: r.n[k], Pass: true}
+		w := DayWindow{Index: k, Label: r.clock.Label(k), Days: r.days[k], Requests: r.reqs[k], Decisions: r.n[k], Pass: true}
 		row := ch.windows[k]
 		if r.n[k] > 0 {
 			w.Current, w.Recommended = finite(row[0]), finite(row[ch.rec])
@@ -78,7 +75,7 @@ func dayView(pol config.Policy, cands []Candidate, r *replayed, obj objective, c
 }
 
 // ruleText states the day rule with the objective's absolute tolerance.
-func ruleText(obj objective, pol config.Policy) string {
+func ruleText(obj objective, pol policy.Policy) string {
 	slack := fmt.Sprintf("%.0f ms", ttftSlackSeconds*1000)
 	if obj.name() == ObjectiveExcessTokens {
 		slack = fmt.Sprintf("%.1f block (%d tokens) per request", excessSlackBlocks, *pol.BlockSizeTokens)
@@ -112,22 +109,22 @@ type applyPlan struct {
 // as configured, or auto — the window of least mean restart cost over the
 // history (each window priced from its own estimates) — and fills each
 // window's restart cost into the day table.
-func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, costOf func(*estimator.Estimates) RestartCost) applyPlan {
-	clock := day.clock
-	n := clock.windows()
+func planApply(pol policy.Policy, now time.Time, v *DayView, day *Day, costOf func(*Traffic) RestartCost) applyPlan {
+	clock := day.Clock
+	n := clock.Windows()
 	sum, cnt := make([]float64, n), make([]int, n)
-	if day.perWindow {
+	if day.PerWindow {
 		// The span still open prices its window only when the history holds
 		// no closed span of it: it shows what the window began with (the
 		// previous window's tail), not the window.
 		for _, open := range []bool{false, true} {
-			for _, s := range day.spans {
-				if s.est == nil || s.to.Before(now) == open || (open && cnt[s.index] > 0) {
+			for _, s := range day.Spans {
+				if s.Est == nil || s.To.Before(now) == open || (open && cnt[s.Index] > 0) {
 					continue
 				}
-				if c, ok := windowCost(costOf(s.est)); ok {
-					sum[s.index] += c
-					cnt[s.index]++
+				if c, ok := windowCost(costOf(s.Est)); ok {
+					sum[s.Index] += c
+					cnt[s.Index]++
 				}
 			}
 		}
@@ -140,7 +137,7 @@ func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, c
 	w := pol.ApplyWindow
 	switch {
 	case w == nil || w.Always:
-		return applyPlan{view: &ApplyWindowView{Kind: config.ApplyWindowAlways, Open: true, Detail: "no apply window: writes at any time"}, index: clock.index(now)}
+		return applyPlan{view: &ApplyWindowView{Kind: policy.ApplyWindowAlways, Open: true, Detail: "no apply window: writes at any time"}, index: clock.Index(now)}
 	case !w.Auto:
 		open, next := windowOpen(w, now)
 		av := &ApplyWindowView{Kind: "cron", Open: open, Detail: "the configured window " + w.String()}
@@ -148,25 +145,25 @@ func planApply(pol config.Policy, now time.Time, v *DayView, day *dayEvidence, c
 		if !open {
 			av.Opens, at = &next, next
 		}
-		return applyPlan{view: av, index: clock.index(at)}
+		return applyPlan{view: av, index: clock.Index(at)}
 	}
-	return autoWindow(now, clock, sum, cnt, day.perWindow)
+	return autoWindow(now, clock, sum, cnt, day.PerWindow)
 }
 
 // autoWindow picks the window of least mean restart cost; with a window of
 // the day unpriced it cannot choose, and says which.
-func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWindow bool) applyPlan {
-	av := &ApplyWindowView{Kind: config.ApplyWindowAuto}
+func autoWindow(now time.Time, clock Clock, sum []float64, cnt []int, perWindow bool) applyPlan {
+	av := &ApplyWindowView{Kind: policy.ApplyWindowAuto}
 	if !perWindow {
 		av.Unknown = "the estimator gives no per-window estimates, so no window's restart cost can be priced"
 		av.Detail = av.Unknown
-		return applyPlan{view: av, index: clock.index(now)}
+		return applyPlan{view: av, index: clock.Index(now)}
 	}
 	var missing []string
 	best, total, worst := -1, 0.0, 0.0
 	for k := range sum {
 		if cnt[k] == 0 {
-			missing = append(missing, clock.label(k))
+			missing = append(missing, clock.Label(k))
 			continue
 		}
 		c := sum[k] / float64(cnt[k])
@@ -180,21 +177,21 @@ func autoWindow(now time.Time, clock dayClock, sum []float64, cnt []int, perWind
 		av.Unknown = fmt.Sprintf("%d of %d windows of the day have no priced restart cost in the history (%s): auto cannot choose the cheapest yet",
 			len(missing), len(sum), strings.Join(missing, ", "))
 		av.Detail = av.Unknown
-		return applyPlan{view: av, index: clock.index(now)}
+		return applyPlan{view: av, index: clock.Index(now)}
 	}
 	cost, mean := sum[best]/float64(cnt[best]), total/float64(len(sum))
 	av.Detail = fmt.Sprintf("auto: window %s has the least restart cost over the history, %.4g request-seconds vs the day's mean %.4g (worst %.4g)",
-		clock.label(best), cost, mean, worst)
-	if k := clock.index(now); k != best && sum[k]/float64(cnt[k]) <= (1+autoTolerance)*cost {
+		clock.Label(best), cost, mean, worst)
+	if k := clock.Index(now); k != best && sum[k]/float64(cnt[k]) <= (1+autoTolerance)*cost {
 		av.Detail = fmt.Sprintf("auto: window %s, open now, is within %.0f %% of the least restart cost over the history (%.4g vs %.4g request-seconds at %s; the day's mean %.4g, worst %.4g): the estimates cannot tell them apart, and waiting would delay the gain",
-			clock.label(k), 100*autoTolerance, sum[k]/float64(cnt[k]), cost, clock.label(best), mean, worst)
+			clock.Label(k), 100*autoTolerance, sum[k]/float64(cnt[k]), cost, clock.Label(best), mean, worst)
 		best, cost = k, sum[k]/float64(cnt[k])
 	}
-	av.Window, av.Label = best, clock.label(best)
+	av.Window, av.Label = best, clock.Label(best)
 	av.CostSeconds, av.DayMeanSeconds, av.DayMaxSeconds = finite(cost), finite(mean), finite(worst)
-	av.Open = clock.index(now) == best
+	av.Open = clock.Index(now) == best
 	if !av.Open {
-		opens := clock.next(now, best)
+		opens := clock.Next(now, best)
 		av.Opens = &opens
 	}
 	return applyPlan{view: av, index: best}
@@ -208,9 +205,9 @@ const autoTolerance = 0.25
 
 // usual returns window k's newest closed span with estimates (one that
 // ended before now), else its newest with estimates (nil: none).
-func (d *dayEvidence) usual(k int, now time.Time) *spanEstimate {
-	for i := len(d.spans) - 1; i >= 0; i-- {
-		if s := &d.spans[i]; s.index == k && s.est != nil && s.to.Before(now) {
+func (d *Day) usual(k int, now time.Time) *Span {
+	for i := len(d.Spans) - 1; i >= 0; i-- {
+		if s := &d.Spans[i]; s.Index == k && s.Est != nil && s.To.Before(now) {
 			return s
 		}
 	}
@@ -220,12 +217,12 @@ func (d *dayEvidence) usual(k int, now time.Time) *spanEstimate {
 // restartAt prices the restart at the window the write will happen in: its
 // newest closed span with estimates (else its newest), else (saying so) the
 // lookback's.
-func restartAt(p applyPlan, day *dayEvidence, now time.Time, lookback RestartCost, costOf func(*estimator.Estimates) RestartCost) RestartCost {
-	label := day.clock.label(p.index)
-	if day.perWindow {
+func restartAt(p applyPlan, day *Day, now time.Time, lookback RestartCost, costOf func(*Traffic) RestartCost) RestartCost {
+	label := day.Clock.Label(p.index)
+	if day.PerWindow {
 		if s := day.usual(p.index, now); s != nil {
-			rc := costOf(s.est)
-			rc.PricedAt = fmt.Sprintf("window %s (its estimates of %s–%s)", label, s.from.UTC().Format(time.RFC3339), s.to.UTC().Format("15:04:05"))
+			rc := costOf(s.Est)
+			rc.PricedAt = fmt.Sprintf("window %s (its estimates of %s–%s)", label, s.From.UTC().Format(time.RFC3339), s.To.UTC().Format("15:04:05"))
 			return rc
 		}
 	}
@@ -237,84 +234,119 @@ func restartAt(p applyPlan, day *dayEvidence, now time.Time, lookback RestartCos
 // multiple of the window's usual price waits for the pool to settle.
 const settleFactor = 2
 
-// recentEstimate is the estimate of the last minutes' traffic, which prices
-// a restart that would happen now.
-type recentEstimate struct {
-	from, to time.Time
-	est      *estimator.Estimates
-	err      string
-}
-
-// recentSpan is how much of the latest traffic prices a restart now: a
-// quarter of a window of the day, within [1m, 15m].
-func recentSpan(pol config.Policy) time.Duration {
-	return min(max(pol.WindowWidth/4, time.Minute), 15*time.Minute)
-}
-
-// recentEstimate estimates the last recentSpan of traffic (nil when the
-// estimator gives no span estimates).
-func (t *Tuner) recentEstimate(ctx context.Context, tg *Target, params gate.Params, now time.Time) *recentEstimate {
-	estr := tg.Estimator
-	if estr == nil {
-		estr = t.Estimator
-	}
-	se, ok := estr.(SpanEstimator)
-	if !ok {
-		return nil
-	}
-	r := &recentEstimate{from: now.Add(-recentSpan(tg.Config.Policy)), to: now}
-	e, err := se.EstimateSpan(ctx, estimatorTarget(tg, params), r.from, r.to)
-	if err != nil {
-		r.err = err.Error()
-		return r
-	}
-	r.est = e
-	return r
-}
-
 // priceNow prices a restart that would happen now: the sessions of the last
 // minutes come back after it (their cached tokens are the backlog) while the
 // window's traffic arrives. Right after a shift in traffic — heavy long-context
 // sessions ending as a light window begins — that costs more than the window
 // usually does; the larger price stands, and an open auto window whose
 // restart now costs more than settleFactor × its usual price waits.
-func priceNow(usual RestartCost, now RestartCost, recent *recentEstimate, av *ApplyWindowView) RestartCost {
+func priceNow(usual RestartCost, now RestartCost, recent *Recent, av *ApplyWindowView) RestartCost {
 	u, uok := windowCost(usual)
 	n, nok := windowCost(now)
 	if !nok || (uok && n <= u) {
 		return usual
 	}
-	now.PricedAt = fmt.Sprintf("now: the backlog of the last %s of traffic (%s–%s) queueing the window's arrivals", recent.to.Sub(recent.from).Round(time.Second),
-		recent.from.UTC().Format("15:04:05"), recent.to.UTC().Format("15:04:05"))
+	now.PricedAt = fmt.Sprintf("now: the backlog of the last %s of traffic (%s–%s) queueing the window's arrivals", recent.To.Sub(recent.From).Round(time.Second),
+		recent.From.UTC().Format("15:04:05"), recent.To.UTC().Format("15:04:05"))
 	if uok {
 		now.UsualDelaySeconds = finite(u)
 		now.PricedAt += fmt.Sprintf(", more than the window's usual %.4g request-seconds (%s)", u, usual.PricedAt)
-		if av != nil && av.Kind == config.ApplyWindowAuto && n > settleFactor*u {
+		if av != nil && av.Kind == policy.ApplyWindowAuto && n > settleFactor*u {
 			av.Settling = fmt.Sprintf("a restart now would cost %.4g request-seconds, more than %d× the window's usual %.4g: the last %s still carry heavier traffic than the window's; waiting inside the window",
-				n, settleFactor, u, recent.to.Sub(recent.from).Round(time.Second))
+				n, settleFactor, u, recent.To.Sub(recent.From).Round(time.Second))
 		}
 	}
 	return now
 }
 
-// applyWindowEvidence records the apply window and prices the restart at
-// the window the write will happen in (and, when that is now, at the last
-// minutes' traffic: the larger price).
-func applyWindowEvidence(pol config.Policy, now time.Time, rec *Recommendation, day *dayEvidence, r *replayed, recent func() *recentEstimate) {
-	costOf := func(e *estimator.Estimates) RestartCost {
+// applyWindow records the apply window in the day table and prices the
+// restart at the window the write will happen in (priceNow adds the last
+// minutes' traffic when that is now).
+func applyWindow(pol policy.Policy, now time.Time, rec *Recommendation, day *Day, r *replayed) (applyPlan, RestartCost) {
+	costOf := func(e *Traffic) RestartCost {
 		return restartCost(e, pol.RestartWarmup, r.fbRate, r.fbRates)
 	}
 	p := planApply(pol, now, rec.Evidence.Day, day, costOf)
 	rec.Evidence.Day.ApplyWindow = p.view
-	rc := restartAt(p, day, now, rec.Evidence.RestartCost, costOf)
-	if p.view.Open && p.view.Unknown == "" && recent != nil {
-		if re := recent(); re != nil && re.est != nil {
-			arrivals := re.est
-			if s := day.usual(p.index, now); day.perWindow && s != nil {
-				arrivals = s.est
-			}
-			rc = priceNow(rc, restartCostOf(re.est, arrivals, pol.RestartWarmup, r.fbRate, r.fbRates), re, p.view)
+	return p, restartAt(p, day, now, rec.Evidence.RestartCost, costOf)
+}
+
+// skipped lists the spans the model cannot draw from, with why.
+func (d *Day) skipped() []string {
+	var out []string
+	for _, s := range d.Spans {
+		why := s.Err
+		if why == "" {
+			why = s.Unusable
+		}
+		if why != "" {
+			out = append(out, fmt.Sprintf("%s–%s: %s", s.From.UTC().Format(time.RFC3339), s.To.UTC().Format("15:04:05"), why))
 		}
 	}
-	rec.Evidence.RestartCost = rc
+	return out
+}
+
+// latest returns the newest span of window k that has estimates.
+func (d *Day) latest(k int) *Span {
+	for i := len(d.Spans) - 1; i >= 0; i-- {
+		if s := &d.Spans[i]; s.Index == k && s.Est != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// choice is the choose stage's result: the recommended candidate (after
+// the step limit and the day rule), the objective's day scores, each
+// window's scores and what the rule allows there, and the release-chain floor.
+type choice struct {
+	rec  int
+	step *StepNote
+	best Choice
+	// scores are the candidates' day scores; windows their window scores
+	// ([window][candidate]); allowed the most a candidate may score in a
+	// window (+Inf: the window is not judged); eligible: within it in every window.
+	scores   []float64
+	windows  [][]float64
+	allowed  []float64
+	eligible []bool
+	floor    float64
+	// belowFloor: the current bar is below the release-chain floor.
+	belowFloor bool
+	// note says why the step-limited pick was given up for the current settings.
+	note string
+}
+
+// choose scores the candidates in every window of the day, keeps those no
+// window estimates worse than the current settings by more than the rule
+// allows, picks the lowest day score (the current settings win ties) and
+// clamps the move to the step limit.
+func choose(cands []Candidate, obj objective, r *replayed, maxStep float64, minDecisions int) choice {
+	c := choice{windows: obj.windowScores(cands, r), floor: obj.floor()}
+	c.belowFloor = cands[0].Bar < c.floor
+	c.scores = make([]float64, len(cands))
+	col := make([]float64, len(c.windows))
+	for i := range cands {
+		for k := range c.windows {
+			col[k] = c.windows[k][i]
+		}
+		c.scores[i] = obj.dayScore(col, r)
+	}
+	c.allowed = allowedPerWindow(obj, r, c.windows, minDecisions)
+	masked := make([]float64, len(cands))
+	c.eligible = make([]bool, len(cands))
+	for i := range cands {
+		c.eligible[i] = i == 0 || withinRule(c.windows, c.allowed, i)
+		masked[i] = c.scores[i]
+		if !c.eligible[i] {
+			masked[i] = math.Inf(1)
+		}
+	}
+	c.best = Choose(cands, masked)
+	c.rec, c.step = clampStep(cands, c.best.Best, maxStep, c.floor)
+	if !c.eligible[c.rec] {
+		c.note = fmt.Sprintf("the step-limited candidate %s is worse than the current settings by more than the rule allows in some window: the current settings are kept", cands[c.rec].Label)
+		c.rec, c.step = 0, nil
+	}
+	return c
 }

@@ -1,8 +1,7 @@
-package tuner
+package decide
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,13 +10,31 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
-	"github.com/gatetuner/gatetuner/tuner/source"
 )
+
+// Carry is what a target's cycles carry from one to the next for the
+// decision: the shadow replay built so far, and the end of the last window
+// whose decisions went into the shadow counters (windows overlap from cycle
+// to cycle). The zero Carry is a new target's (or a restarted daemon's).
+type Carry struct {
+	stream  *replayStream
+	counted time.Time
+}
+
+// Spans lists the starts of the spans the carried replay holds, in time order.
+func (c *Carry) Spans() []time.Time {
+	if c.stream == nil {
+		return nil
+	}
+	var out []time.Time
+	for key := range c.stream.spans {
+		out = append(out, time.Unix(0, key).UTC())
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
 
 // rateHold is how far (relative) this cycle's drain and feedback rates may
 // move from those a target's replay stream was built with before the
@@ -41,8 +58,8 @@ type replayInputs struct {
 type replayKey struct {
 	kind string
 	// src is the records source (its identity); nil for the model.
-	src      DecisionSource
-	clock    dayClock
+	src      any
+	clock    Clock
 	settings []gate.Settings
 	drain    float64
 	fbRate   float64
@@ -81,7 +98,7 @@ type spanTally struct {
 	n     int64
 	reqs  float64
 	// est is the estimates the model drew the span from (nil for records).
-	est *estimator.Estimates
+	est *Traffic
 }
 
 // replayStream is a target's replay carried from cycle to cycle: the
@@ -96,7 +113,7 @@ type replayStream struct {
 	spans  map[int64]*spanTally
 	free   []int
 	// mark is where a records source stopped.
-	mark source.Mark
+	mark Mark
 	// sealed is the end of the model's last span replayed into fb.
 	sealed time.Time
 }
@@ -117,13 +134,13 @@ func replayShards(n int) int {
 }
 
 // span returns the span of a decision at ts (created in fb when new).
-func (st *replayStream) span(fb *shadow.Sharded, c dayClock, ts time.Time, in *replayInputs) *spanTally {
-	start := c.start(ts)
+func (st *replayStream) span(fb *shadow.Sharded, c Clock, ts time.Time, in *replayInputs) *spanTally {
+	start := c.Start(ts)
 	key := start.UnixNano()
 	if sp, ok := st.spans[key]; ok {
 		return sp
 	}
-	sp := &spanTally{key: key, index: c.index(ts), day: ts.Add(-c.offset(ts)).Unix(), acc: shadow.NewAccumulator(in.settings, in.drain),
+	sp := &spanTally{key: key, index: c.Index(ts), day: ts.Add(-c.Offset(ts)).Unix(), acc: shadow.NewAccumulator(in.settings, in.drain),
 		part: st.part(fb)}
 	st.spans[key] = sp
 	return sp
@@ -141,9 +158,9 @@ func (st *replayStream) part(fb *shadow.Sharded) int {
 }
 
 // drop forgets the spans that end at or before from (out of the history).
-func (st *replayStream) drop(c dayClock, from time.Time) {
+func (st *replayStream) drop(c Clock, from time.Time) {
 	for key, sp := range st.spans {
-		if !time.Unix(0, key).Add(c.width).After(from) {
+		if !time.Unix(0, key).Add(c.Width).After(from) {
 			st.fb.ResetPart(sp.part)
 			st.free = append(st.free, sp.part)
 			delete(st.spans, key)
@@ -171,9 +188,8 @@ func epochSeconds(ts time.Time) float64 {
 
 // replayRun is one cycle's pass over a stream: what it replayed and how.
 type replayRun struct {
-	t      *Tuner
 	st     *replayStream
-	clock  dayClock
+	clock  Clock
 	in     *replayInputs
 	window WindowView
 	since  time.Time
@@ -188,81 +204,80 @@ type replayRun struct {
 // replay runs every candidate over the window's decisions — the shadow
 // accumulators and the feedback replay, which carries each candidate's own
 // load forward in time order (docs/tuner.md) — continuing the target's
-// replay stream where the source allows it: a later cycle replays only the
+// carried replay where the source allows it: a later cycle replays only the
 // decisions new since the last one (records), or only the spans not yet
 // complete (the model), and reuses what the completed spans produced.
-func (t *Tuner) replay(ctx context.Context, tg *Target, src DecisionSource, day *dayEvidence, window WindowView, in *replayInputs) (*replayed, *halt) {
-	clock := dayClockOf(tg.Config.Policy)
-	sctx, span := t.stage(ctx, "shadow")
-	span.SetAttributes(attribute.Int("gatetuner.candidates", len(in.settings)))
-	run := &replayRun{t: t, clock: clock, in: in, window: window, since: t.freshSince(tg.Config.Name, window.From),
-		fresh: shadow.NewAccumulator(in.settings, in.drain)}
-	key := replayKey{kind: src.Kind(), clock: clock, settings: in.settings, drain: in.drain, fbRate: in.fbRate, fbRates: in.fbRates,
-		replicas: src.Kind() == SourceKindRecords}
-	if m, ok := src.(*Model); ok {
-		key.blockSize, key.budget, key.seed = m.BlockSizeTokens, m.EndpointBudget, m.Seed
-	} else {
-		key.src = src
+func replay(in *Input, c *Carry, ri *replayInputs) (*replayed, *Halt) {
+	clock := ClockOf(in.Target.Policy)
+	since := in.Window.From
+	if c.counted.After(since) {
+		since = c.counted
 	}
-	err := run.pass(sctx, tg.Config.Name, src, day, key)
-	span.SetAttributes(attribute.Int64("gatetuner.replayed_decisions", run.view.Decisions))
-	span.End()
-	if err != nil {
+	run := &replayRun{clock: clock, in: ri, window: in.Window, since: since, fresh: shadow.NewAccumulator(ri.settings, ri.drain)}
+	src := in.Source
+	key := replayKey{kind: src.Kind(), clock: clock, settings: ri.settings, drain: ri.drain, fbRate: ri.fbRate, fbRates: ri.fbRates,
+		replicas: src.Kind() == SourceKindRecords}
+	switch s := src.(type) {
+	case Model:
+		d := s.Draws()
+		key.blockSize, key.budget, key.seed = d.BlockSize, d.Budget, d.Seed
+	case Resumer:
+		key.src = s.Identity()
+	}
+	if err := run.pass(c, src, in.Day, key); err != nil {
 		if errors.Is(err, ErrModelData) {
 			return nil, held(HoldInconclusive, err.Error())
 		}
 		return nil, failed(fmt.Sprintf("shadow: %v", err))
 	}
-	r := run.result(len(in.settings))
-	t.markCounted(tg.Config.Name, window.To)
+	r := run.result(len(ri.settings))
+	c.counted = in.Window.To
 	return r, nil
 }
 
-// pass replays what this cycle must: it continues the target's stream
-// when the key matches and the source can resume, else builds a new one.
-func (run *replayRun) pass(ctx context.Context, target string, src DecisionSource, day *dayEvidence, key replayKey) error {
-	res, resumable := src.(source.Resumer)
-	m, isModel := src.(*Model)
-	incremental := resumable || isModel && day.perWindow
+// pass replays what this cycle must: it continues the carried replay when
+// the key matches and the source can resume, else builds a new one.
+func (run *replayRun) pass(c *Carry, src Decisions, day *Day, key replayKey) error {
+	res, resumable := src.(Resumer)
+	m, isModel := src.(Model)
+	incremental := resumable || isModel && day.PerWindow
 	if !incremental {
 		run.view.Note = "the source cannot resume (not a records file or stream, or the model without per-window estimates): the whole history is replayed each cycle"
 		run.st = newReplayStream(key, run.window.From, run.in)
 		run.view.Rebuilt = "every cycle"
-		return src.Replay(ctx, run.window.From, run.window.To, func(d *Decision) error {
+		return src.Replay(run.window.From, run.window.To, func(d *Decision) error {
 			run.addNew(run.st.fb, run.st.span(run.st.fb, run.clock, d.TS, run.in), d)
 			return nil
 		})
 	}
-	run.st = run.t.streamFor(target, &key, run.window, &run.view)
+	run.st = c.take(&key, run.window, &run.view)
 	run.st.drop(run.clock, run.window.From)
 	if run.view.Continued && !isModel {
 		run.view.SpansReused = len(run.st.spans)
 	}
 	var err error
 	if isModel {
-		err = run.model(ctx, m, day)
+		err = run.model(m, day)
 		if errors.Is(err, errSpanChanged) {
 			run.view.restart(err.Error())
 			run.st = newReplayStream(key, run.window.From, run.in)
 			run.open, run.work = nil, nil
-			err = run.model(ctx, m, day)
+			err = run.model(m, day)
 		}
 	} else {
-		err = run.records(ctx, res)
-		if errors.Is(err, source.ErrStaleMark) {
+		err = run.records(res)
+		if errors.Is(err, ErrStaleMark) {
 			run.view.restart(err.Error())
 			run.st = newReplayStream(key, run.window.From, run.in)
-			err = run.records(ctx, res)
+			err = run.records(res)
 		}
 	}
 	if err != nil {
-		run.t.setStream(target, nil)
 		return err
 	}
 	if isModel || run.st.mark.Resumable {
-		run.t.setStream(target, run.st)
+		c.stream = run.st
 	} else {
-		run.t.setStream(target, nil)
 		run.view.Note = "the records file is compressed: it cannot be resumed and is replayed in full each cycle"
 	}
 	return nil
@@ -283,11 +298,11 @@ func (run *replayRun) addNew(fb *shadow.Sharded, sp *spanTally, d *Decision) {
 }
 
 // records continues a records stream from its mark.
-func (run *replayRun) records(ctx context.Context, res source.Resumer) error {
+func (run *replayRun) records(res Resumer) error {
 	st := run.st
 	var last *spanTally
-	mark, err := res.ReplayAfter(ctx, st.mark, run.window.From, run.window.To, func(d *Decision) error {
-		if last == nil || run.clock.start(d.TS).UnixNano() != last.key {
+	mark, err := res.ReplayAfter(st.mark, run.window.From, run.window.To, func(d *Decision) error {
+		if last == nil || run.clock.Start(d.TS).UnixNano() != last.key {
 			last = st.span(st.fb, run.clock, d.TS, run.in)
 		}
 		run.addNew(st.fb, last, d)
@@ -307,28 +322,28 @@ var errSpanChanged = errors.New("a completed window's estimates changed")
 // complete windows) are replayed once, in time order, into the stream;
 // the rest (the open window, spans whose estimates may still change) are
 // replayed on a fork of it, each cycle, and not kept.
-func (run *replayRun) model(ctx context.Context, m *Model, day *dayEvidence) error {
+func (run *replayRun) model(m Model, day *Day) error {
 	st := run.st
 	sealing := true
-	for i := range day.spans {
-		s := &day.spans[i]
-		if !s.to.After(st.sealed) {
-			if sp, ok := st.spans[run.clock.start(s.from).UnixNano()]; ok && sp.est != s.est {
+	for i := range day.Spans {
+		s := &day.Spans[i]
+		if !s.To.After(st.sealed) {
+			if sp, ok := st.spans[run.clock.Start(s.From).UnixNano()]; ok && sp.est != s.Est {
 				return errSpanChanged
 			}
 			run.view.SpansReused++
 			continue
 		}
 		fb := st.fb
-		if sealing = sealing && s.final; !sealing {
+		if sealing = sealing && s.Final; !sealing {
 			if run.work == nil {
 				run.work = st.fb.Fork()
 			}
 			fb = run.work
 		}
-		sp := &spanTally{key: run.clock.start(s.from).UnixNano(), index: s.index, day: s.from.Add(-run.clock.offset(s.from)).Unix(),
-			acc: shadow.NewAccumulator(run.in.settings, run.in.drain), est: s.est, part: st.part(fb)}
-		err := m.Replay(ctx, s.from, s.to, func(d *Decision) error {
+		sp := &spanTally{key: run.clock.Start(s.From).UnixNano(), index: s.Index, day: s.From.Add(-run.clock.Offset(s.From)).Unix(),
+			acc: shadow.NewAccumulator(run.in.settings, run.in.drain), est: s.Est, part: st.part(fb)}
+		err := m.Replay(s.From, s.To, func(d *Decision) error {
 			run.addNew(fb, sp, d)
 			return nil
 		})
@@ -337,7 +352,7 @@ func (run *replayRun) model(ctx context.Context, m *Model, day *dayEvidence) err
 		}
 		if sealing {
 			st.spans[sp.key] = sp
-			st.sealed = s.to
+			st.sealed = s.To
 		} else {
 			run.open = append(run.open, sp)
 		}
@@ -349,7 +364,7 @@ func (run *replayRun) model(ctx context.Context, m *Model, day *dayEvidence) err
 // result sums the stream's spans (and this cycle's open ones) into the
 // windows of the day.
 func (run *replayRun) result(ncands int) *replayed {
-	nw := run.clock.windows()
+	nw := run.clock.Windows()
 	in := run.in
 	r := &replayed{window: run.window, width: run.window.To.Sub(run.window.From), clock: run.clock, parts: make([]*shadow.Accumulator, nw),
 		reqs: make([]float64, nw), n: make([]int64, nw), partScal: make([]float64, nw), days: make([]int, nw),
@@ -390,16 +405,13 @@ func (run *replayRun) result(ncands int) *replayed {
 	return r
 }
 
-// streamFor takes the target's stream if this cycle may continue it, else
-// starts a new one from the window's start, saying why in v. The stream is
-// taken out of the Tuner until setStream puts it back: two cycles of one
-// target at once (a manual run during a scheduled one) never share it — the
-// second builds its own.
-func (t *Tuner) streamFor(target string, key *replayKey, w WindowView, v *ReplayView) *replayStream {
-	t.replayMu.Lock()
-	st := t.replays[target]
-	delete(t.replays, target)
-	t.replayMu.Unlock()
+// take takes the carried stream if this cycle may continue it, else starts
+// a new one from the window's start, saying why in v. The stream is taken
+// out of the carry until the cycle's replay succeeds and puts it back: a
+// replay that fails leaves none.
+func (c *Carry) take(key *replayKey, w WindowView, v *ReplayView) *replayStream {
+	st := c.stream
+	c.stream = nil
 	in := &replayInputs{settings: key.settings, drain: key.drain, fbRate: key.fbRate, fbRates: key.fbRates}
 	why := ""
 	switch {
@@ -420,29 +432,12 @@ func (t *Tuner) streamFor(target string, key *replayKey, w WindowView, v *Replay
 	return st
 }
 
-// setStream keeps (or, nil, drops) the target's stream.
-func (t *Tuner) setStream(target string, st *replayStream) {
-	t.replayMu.Lock()
-	defer t.replayMu.Unlock()
-	if st == nil {
-		delete(t.replays, target)
-		return
-	}
-	if t.replays == nil {
-		t.replays = map[string]*replayStream{}
-	}
-	t.replays[target] = st
-}
-
-// heldRates returns the rates this cycle replays with: the target's
+// heldRates returns the rates this cycle replays with: the carried
 // stream's while each of its pooled rates is statistically this cycle's —
 // inside this cycle's estimate's interval, or within rateHold of it — so
 // the stream stays valid (the per-endpoint rates are held with them); else
 // this cycle's. held says the stream's were used.
-func (t *Tuner) heldRates(target string, in replayInputs, drainIv, fbIv *estimator.Interval) (replayInputs, bool) {
-	t.replayMu.Lock()
-	st := t.replays[target]
-	t.replayMu.Unlock()
+func heldRates(st *replayStream, in replayInputs, drainIv, fbIv *Interval) (replayInputs, bool) {
 	if st == nil {
 		return in, false
 	}
@@ -459,7 +454,7 @@ func (t *Tuner) heldRates(target string, in replayInputs, drainIv, fbIv *estimat
 
 // holds: the held rate stands for this cycle's estimate v — inside its
 // interval iv, or within rateHold of it.
-func holds(held, v float64, iv *estimator.Interval) bool {
+func holds(held, v float64, iv *Interval) bool {
 	return near(held, v) || iv != nil && held >= iv.Low && held <= iv.High
 }
 
@@ -472,20 +467,20 @@ func near(a, b float64) bool {
 // candidates are built with (and written as peakPrefillThroughput) and the
 // feedback replay's — held at the target's stream's while within rateHold
 // (the throughput note says so); held reports that.
-func (t *Tuner) replayRates(target string, est *estimator.Estimates, params gate.Params, drain float64, ppt *ThroughputNote) (replayInputs, bool) {
+func replayRates(st *replayStream, est *Estimate, params gate.Params, drain float64, ppt *ThroughputNote) (replayInputs, bool) {
 	in := replayInputs{drain: drain}
 	in.fbRate, in.fbRates, in.fbRateSource = feedbackRates(est, params)
-	var drainIv, fbIv *estimator.Interval
+	var drainIv, fbIv *Interval
 	if ppt.Write {
-		drainIv = est.DrainRate.Interval
+		drainIv = est.Drain.Interval
 	}
 	switch in.fbRateSource {
 	case "drain-rate estimate":
-		fbIv = est.DrainRate.Interval
+		fbIv = est.Drain.Interval
 	case "nominal estimate":
 		fbIv = est.Nominal.Interval
 	}
-	out, held := t.heldRates(target, in, drainIv, fbIv)
+	out, held := heldRates(st, in, drainIv, fbIv)
 	if !held {
 		return in, false
 	}
@@ -496,4 +491,90 @@ func (t *Tuner) replayRates(target string, est *estimator.Estimates, params gate
 		}
 	}
 	return out, true
+}
+
+// replayed is the replay stage's result: every candidate's shadow tallies
+// (whole window, per window of the day and the decisions no earlier cycle
+// counted) and feedback outcomes over the window's decisions.
+type replayed struct {
+	window WindowView
+	width  time.Duration
+	clock  Clock
+	// parts are the windows of the day by index (a window seen on several
+	// days merges); reqs, n and scale are each window's real requests,
+	// decisions and the factor that scales its draws' excess to requests;
+	// days counts the days that contributed.
+	parts    []*shadow.Accumulator
+	reqs     []float64
+	n        []int64
+	partScal []float64
+	days     []int
+	fb       *shadow.Feedback
+	fresh    *shadow.Accumulator
+	total    []shadow.Counts
+	outcomes []shadow.FeedbackOutcome
+	// replay is what the cycle replayed and reused.
+	replay ReplayView
+	// costs are the candidates' excess tokens, scaled to the window's real
+	// requests (scale: the model's draws stand for several); windowCosts
+	// the same per window of the day ([window][candidate]).
+	costs       []float64
+	windowCosts [][]float64
+	scale       float64
+	gateInput   GateInput
+	// fbRate, fbRates and fbRateSource turn the feedback's tokens into seconds.
+	fbRate       float64
+	fbRates      map[string]float64
+	fbRateSource string
+}
+
+// boolWeight is 1 for a decision without a weight (it stands for one request).
+func boolWeight(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tally sums the windows into the whole-evidence counts, the gate-input
+// distribution and every candidate's scaled excess and feedback outcome.
+// The model's draws stand for each window's real requests: their excess is
+// scaled per window.
+func (r *replayed) tally(kind string, ncands int) {
+	r.total = make([]shadow.Counts, ncands)
+	var penalty, gap shadow.Sketch
+	var reqs float64
+	var n int64
+	for k, p := range r.parts {
+		for i := range r.total {
+			r.total[i].Add(p.Counts(i))
+		}
+		penalty.Merge(p.PenaltyMs())
+		gap.Merge(p.GapMinusMatched())
+		r.partScal[k] = 1
+		if kind == SourceKindModel && r.n[k] > 0 {
+			r.partScal[k] = r.reqs[k] / float64(r.n[k])
+		}
+		reqs += r.reqs[k]
+		n += r.n[k]
+	}
+	r.window.Decisions, r.window.Known = r.total[0].Decisions(), r.total[0].Known()
+	r.gateInput = GateInput{PenaltyMs: shadow.QuantilesOf(&penalty), GapMinusMatchedTokens: shadow.QuantilesOf(&gap)}
+	r.scale = 1.0
+	if kind == SourceKindModel && n > 0 {
+		r.scale = reqs / float64(n)
+	}
+	r.costs = make([]float64, ncands)
+	r.windowCosts = make([][]float64, len(r.parts))
+	for k, p := range r.parts {
+		r.windowCosts[k] = make([]float64, ncands)
+		for i := range r.costs {
+			r.windowCosts[k][i] = p.Counts(i).ExcessTokens * r.partScal[k]
+			r.costs[i] += r.windowCosts[k][i]
+		}
+	}
+	r.outcomes = make([]shadow.FeedbackOutcome, ncands)
+	for i := range r.outcomes {
+		r.outcomes[i] = r.fb.Outcome(i)
+	}
 }

@@ -1,28 +1,27 @@
-package tuner
+package decide
 
 import (
 	"fmt"
 	"math"
 	"time"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/tuner/config"
+	"github.com/gatetuner/gatetuner/tuner/policy"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
-	"github.com/gatetuner/gatetuner/tuner/sink"
+	"github.com/gatetuner/gatetuner/tuner/sink/state"
 )
 
 // guardContext is everything a guard judges: the policy, the target's
 // state, the current settings and the recommendation with its evidence.
 type guardContext struct {
 	now        time.Time
-	pol        config.Policy
-	state      *sink.State
+	pol        policy.Policy
+	state      *state.State
 	params     gate.Params
 	cur        gate.Settings
 	rc         Candidate
 	rec        *Recommendation
-	est        *estimator.Estimates
+	est        *Estimate
 	diff       string
 	allowCalib bool
 	// belowFloor: the current bar is below the release-chain floor.
@@ -63,16 +62,16 @@ var recommendationGuards = []guardFunc{
 	}),
 }
 
-// runGuards runs guards in order, records each verdict on rep, and returns
-// the first hold.
-func runGuards(rep *Report, g *guardContext, guards []guardFunc) *Hold {
+// runGuards runs guards in order, records each verdict on the outcome, and
+// returns the first hold.
+func runGuards(out *Outcome, g *guardContext, guards []guardFunc) *Hold {
 	var first *Hold
 	for _, gf := range guards {
 		v := gf(g)
 		if v.skip {
 			continue
 		}
-		rep.Guards = append(rep.Guards, Guard{Name: v.name, Pass: v.pass, Detail: v.detail})
+		out.Guards = append(out.Guards, Guard{Name: v.name, Pass: v.pass, Detail: v.detail})
 		if !v.pass && first == nil {
 			first = &Hold{Reason: v.reason, Detail: v.detail}
 		}
@@ -181,7 +180,7 @@ func gainShareGuard(g *guardContext) verdict {
 	if g.rec.Evidence.Objective.Name != ObjectiveExcessTokens {
 		return verdict{skip: true}
 	}
-	work := computedTokenRate(g.est)
+	work := computedTokenRate(&g.est.Traffic)
 	saving := g.rec.Evidence.ExcessCost.SavingPerSecond
 	detail := fmt.Sprintf("excess saved %.4g tokens/s vs the pool's computed prefill %.4g tokens/s (%.1f %%, must be ≥ %.0f %%)",
 		saving, work, 100*saving/math.Max(work, 1e-9), 100**g.pol.MinGainShare)
@@ -282,7 +281,7 @@ func ifElse(c bool, a, b string) string {
 
 // lastChange is when the newest write took effect, or — while it is
 // pending — when it was written.
-func lastChange(st *sink.State) time.Time {
+func lastChange(st *state.State) time.Time {
 	t := st.EffectiveAt
 	if st.Pending != nil && st.Pending.Since.After(t) {
 		t = st.Pending.Since
@@ -340,14 +339,14 @@ func restartVerdict(obj *ObjectiveView, rc *RestartCost, cooldown time.Duration)
 // savingHorizon is how long an applied setting is in force at least, over
 // which its saving is weighed against a restart: the day it was chosen for,
 // or the cooldown when that is longer.
-func savingHorizon(pol config.Policy) time.Duration {
-	return max(pol.Cooldown, dayClockOf(pol).length)
+func savingHorizon(pol policy.Policy) time.Duration {
+	return max(pol.Cooldown, ClockOf(pol).Length)
 }
 
 // windowOpen reports whether now falls in an apply window, and when the
 // next opens.
-func windowOpen(w *config.ApplyWindow, now time.Time) (bool, time.Time) {
-	sched, err := config.ParseSchedule(w.Schedule)
+func windowOpen(w *policy.ApplyWindow, now time.Time) (bool, time.Time) {
+	sched, err := policy.ParseSchedule(w.Schedule)
 	if err != nil {
 		return false, time.Time{}
 	}

@@ -1,4 +1,4 @@
-package tuner
+package decide
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ import (
 func TestRestartNowTakesItsBacklogFromTheLastMinutes(t *testing.T) {
 	heavy := restartEstimates(30, 80000, 75000, 4) // long-context sessions ending
 	light := restartEstimates(200, 6000, 5600, 4)  // the window's chat traffic
-	rc := restartCostOf(heavy, light, 5*time.Second, 20000, nil)
+	rc := PriceRestart(heavy, light, 5*time.Second, 20000, nil)
 	wantB := 30 * 75000 * 5 * 0.75
 	if rc.Tokens != wantB {
 		t.Fatalf("backlog %v, want %v (the heavy traffic's)", rc.Tokens, wantB)
@@ -34,7 +34,7 @@ func TestRestartNowTakesItsBacklogFromTheLastMinutes(t *testing.T) {
 // whose restart now costs more than settleFactor × usual waits.
 func TestAnOpenAutoWindowWaitsWhileARestartNowCostsFarMore(t *testing.T) {
 	priced := func(d float64) RestartCost { return RestartCost{DelaySeconds: &d, PricedAt: "window"} }
-	recent := &recentEstimate{from: time.Unix(0, 0), to: time.Unix(300, 0)}
+	recent := &Recent{From: time.Unix(0, 0), To: time.Unix(300, 0)}
 	for _, tc := range []struct {
 		name       string
 		usual, now float64

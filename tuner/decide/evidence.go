@@ -1,4 +1,4 @@
-package tuner
+package decide
 
 import (
 	"crypto/sha256"
@@ -10,13 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
-	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/eppconfig"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
-	"github.com/gatetuner/gatetuner/tuner/sink"
-	"github.com/gatetuner/gatetuner/tuner/source"
 )
 
 func barPtr(b float64) *float64 {
@@ -30,10 +26,10 @@ func barPtr(b float64) *float64 {
 // note. The drain-rate estimate is written when conclusive (or a labelled
 // prior); otherwise the configured value is kept — the token bar the gate
 // decides on does not depend on it — and the note says why.
-func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Target) (float64, ThroughputNote) {
-	d := est.DrainRate
+func chooseThroughput(est *Estimate, params gate.Params, t Target) (float64, ThroughputNote) {
+	d := est.Drain
 	calibrated := params.PPTSource() == gate.PPTCalibrated
-	if d.Value != nil && (d.Status == estimator.StatusOK || d.Status == estimator.StatusPrior) && !calibrated {
+	if d.Value != nil && (d.StatusOK || d.StatusPrior) && !calibrated {
 		note := fmt.Sprintf("drain-rate estimate (%s, confidence %.2f)", d.Method, d.Confidence)
 		if d.Prior {
 			note = fmt.Sprintf("prior %s (%s), live evidence insufficient", d.Source, d.Method)
@@ -41,11 +37,11 @@ func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Tar
 		return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: note}
 	}
 	why := "drain rate inconclusive"
-	if len(d.Reasons) > 0 {
-		why += " (" + source.ReasonsOf(d.Reasons) + ")"
+	if d.Reasons != "" {
+		why += " (" + d.Reasons + ")"
 	}
 	if calibrated {
-		if t.AllowCalibrationOverride && d.Value != nil && d.Status == estimator.StatusOK {
+		if t.AllowCalibrationOverride && d.Value != nil && d.StatusOK {
 			return math.Round(*d.Value), ThroughputNote{Write: true, Value: math.Round(*d.Value), Note: "drain-rate estimate over the calibrated value (allowCalibrationOverride)"}
 		}
 		return 0, ThroughputNote{Note: "peakPrefillThroughput is calibrated and its value unknown here; " + why}
@@ -58,29 +54,30 @@ func chooseThroughput(est *estimator.Estimates, params gate.Params, t config.Tar
 // peakPrefillThroughput; for one without it (the token-bar build) the rate
 // only prices the objective's queued tokens in seconds and is never
 // written: the drain-rate estimate, else the nominal estimate.
-func chooseThroughputFor(est *estimator.Estimates, params gate.Params, t config.Target, prof gate.Profile) (float64, ThroughputNote) {
+func chooseThroughputFor(est *Estimate, params gate.Params, t Target) (float64, ThroughputNote) {
+	prof := t.Profile
 	if prof.Accepts(gate.KeyPeakPrefillThroughput) {
 		return chooseThroughput(est, params, t)
 	}
 	for _, c := range []struct {
-		r    *estimator.RateEstimate
+		r    *Rate
 		name string
-	}{{&est.DrainRate, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
-		if v := c.r.Value; v != nil && *v > 0 && !math.IsInf(*v, 0) && c.r.Status != estimator.StatusInconclusive {
+	}{{&est.Drain, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
+		if v := c.r.Value; v != nil && *v > 0 && !math.IsInf(*v, 0) && !c.r.Inconclusive {
 			return math.Round(*v), ThroughputNote{Value: math.Round(*v),
 				Note: fmt.Sprintf("%s (%s, confidence %.2f) prices the queued tokens; build %s has no peakPrefillThroughput: only its token bar is written", c.name, c.r.Method, c.r.Confidence, prof.Name)}
 		}
 	}
 	why := "drain rate inconclusive"
-	if len(est.DrainRate.Reasons) > 0 {
-		why += " (" + source.ReasonsOf(est.DrainRate.Reasons) + ")"
+	if est.Drain.Reasons != "" {
+		why += " (" + est.Drain.Reasons + ")"
 	}
 	return 0, ThroughputNote{Note: fmt.Sprintf("build %s has no peakPrefillThroughput and the %s, nominal unknown: nothing prices queued tokens in seconds for the objective", prof.Name, why)}
 }
 
 // changesFor is the edit that turns the current parameters into the candidate's.
-func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
-	ch := eppconfig.Change{Target: inst.Target(), Set: map[gate.Key]eppconfig.Value{}}
+func changesFor(inst eppconfig.Target, params gate.Params, rc Candidate, writePPT bool) []eppconfig.Change {
+	ch := eppconfig.Change{Target: inst, Set: map[gate.Key]eppconfig.Value{}}
 	s := rc.Settings
 	if rc.TokenBar {
 		// The token-bar generation: only maxTokensInFlightPenalty moves.
@@ -108,22 +105,12 @@ func changesFor(inst sink.InstanceState, params gate.Params, rc Candidate, write
 	return []eppconfig.Change{ch}
 }
 
-func viewOf(s gate.Settings, p gate.Params) SettingsView {
+// SettingsOf shows settings s of parameters p as the config has them.
+func SettingsOf(s gate.Settings, p gate.Params) SettingsView {
 	v := SettingsView{Mode: s.Mode.String(), MaxTTFTPenaltyMs: s.MaxTTFTPenaltyMs, PeakPrefillThroughput: s.PeakPrefillThroughput,
 		PPTSource: p.PPTSource().String(), TTFTSource: s.Source.String(), AffinityThreshold: s.AffinityThreshold}
 	v.BarTokens = barPtr(CurrentBar(s))
 	return v
-}
-
-func brief(e *estimator.Estimates) EstimatesBrief {
-	b := EstimatesBrief{Status: string(e.Status), DrainRate: e.DrainRate.Value, DrainStatus: string(e.DrainRate.Status),
-		DrainConfidence: e.DrainRate.Confidence, DrainInterval: e.DrainRate.Interval, Nominal: e.Nominal.Value,
-		PerRequestRate: e.PerRequestRate.Value, PromptP50: e.Prompt.P50, PromptP90: e.Prompt.P90, CachedMean: e.Cached.Mean,
-		RequestRate: e.RequestRate.Value}
-	for _, r := range e.Reasons {
-		b.Reasons = append(b.Reasons, r.Part+":"+string(r.Code))
-	}
-	return b
 }
 
 func row(c Candidate, counts *shadow.Counts, scale float64) ShadowRow {
@@ -131,38 +118,28 @@ func row(c Candidate, counts *shadow.Counts, scale float64) ShadowRow {
 		Rates: shadow.RatesOf(counts), ExcessTokens: counts.ExcessTokens * scale}
 }
 
-// dayCoverage is where the model's snapshots come from: each span's own
-// estimates (per window), else the lookback's.
-type dayCoverage struct {
-	lookback *estimator.Estimates
-	day      *dayEvidence
-}
-
-func (d *dayEvidence) coverageOf(est *estimator.Estimates) *dayCoverage {
-	return &dayCoverage{lookback: est, day: d}
-}
-
-// snapshotCoverage is the fraction of the window's expected snapshots present.
-func (c *dayCoverage) snapshotCoverage(w WindowView) float64 {
-	step := c.lookback.InFlight.StepSeconds
+// snapshotCoverage is the fraction of the window's expected snapshots
+// present: each span's own (per window), else the lookback's.
+func snapshotCoverage(lookback *Estimate, day *Day, w WindowView) float64 {
+	step := lookback.StepSeconds
 	if step <= 0 {
 		return 0
 	}
 	want := w.To.Sub(w.From).Seconds() / step
 	got := 0
-	count := func(e *estimator.Estimates, from, to time.Time) {
-		for _, s := range e.InFlight.Snapshots {
-			if !s.Time.Before(from) && s.Time.Before(to) {
+	count := func(e *Traffic, from, to time.Time) {
+		for _, at := range e.Snapshots {
+			if !at.Before(from) && at.Before(to) {
 				got++
 			}
 		}
 	}
-	if c.day == nil || !c.day.perWindow {
-		count(c.lookback, w.From, w.To)
+	if day == nil || !day.PerWindow {
+		count(&lookback.Traffic, w.From, w.To)
 	} else {
-		for _, s := range c.day.spans {
-			if s.est != nil {
-				count(s.est, maxTime(s.from, w.From), minTime(s.to, w.To))
+		for _, s := range day.Spans {
+			if s.Est != nil {
+				count(s.Est, maxTime(s.From, w.From), minTime(s.To, w.To))
 			}
 		}
 	}
@@ -186,31 +163,36 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-func applyReason(rep *Report) string {
-	r := rep.Recommendation
-	return fmt.Sprintf("%s: bar %s → %s tokens; wrongly held %s → %s", r.Mode, barText(rep.Current.BarTokens), barText(r.EffectiveBarTokens),
-		pctText(r.Evidence.Shadow.Current.Rates.WronglyHeld), pctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld))
+// applyReason is the history entry's reason: the bar's move and the
+// wrongly-held rates before and after (curBar: the bar in force).
+func applyReason(curBar *float64, r *Recommendation) string {
+	return fmt.Sprintf("%s: bar %s → %s tokens; wrongly held %s → %s", r.Mode, BarText(curBar), BarText(r.EffectiveBarTokens),
+		PctText(r.Evidence.Shadow.Current.Rates.WronglyHeld), PctText(r.Evidence.Shadow.Recommended.Rates.WronglyHeld))
 }
 
-func evidenceLine(rep *Report) string {
-	ev := rep.Recommendation.Evidence
+// evidenceLine is the history entry's evidence: the source, the excess
+// before and after, the confidence and the throughput note.
+func evidenceLine(r *Recommendation) string {
+	ev := r.Evidence
 	parts := []string{
 		fmt.Sprintf("source %s, %d decisions (%d known)", ev.Source, ev.Window.Decisions, ev.Window.Known),
 		fmt.Sprintf("excess %.3g → %.3g tokens", ev.ExcessCost.Current, ev.ExcessCost.Recommended),
-		fmt.Sprintf("confidence %.2f", rep.Recommendation.Confidence),
+		fmt.Sprintf("confidence %.2f", r.Confidence),
 		"ppt: " + ev.Throughput.Note,
 	}
 	return strings.Join(parts, "; ")
 }
 
-func barText(b *float64) string {
+// BarText renders a bar in tokens ("none": no bar).
+func BarText(b *float64) string {
 	if b == nil {
 		return "none"
 	}
 	return fmt.Sprintf("%.0f", *b)
 }
 
-func pctText(v *float64) string {
+// PctText renders a ratio as a percentage ("n/a": unknown).
+func PctText(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}

@@ -1,22 +1,21 @@
-package tuner
+package decide
 
 import (
 	"math"
 	"strings"
 	"time"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
 )
 
 // computedTokenRate is the pool's computed (uncached) prefill tokens per
 // second: request rate × (mean prompt − mean cached); 0 when unknown.
-func computedTokenRate(e *estimator.Estimates) float64 {
-	if e == nil || e.RequestRate.Value == nil || e.Prompt.Mean == nil || e.Cached.Mean == nil {
+func computedTokenRate(e *Traffic) float64 {
+	if e == nil || e.RequestRate == nil || e.PromptMean == nil || e.CachedMean == nil {
 		return 0
 	}
-	return *e.RequestRate.Value * math.Max(0, *e.Prompt.Mean-*e.Cached.Mean)
+	return *e.RequestRate * math.Max(0, *e.PromptMean-*e.CachedMean)
 }
 
 // clampStep moves the recommendation at most ×/÷ maxStep from the current
@@ -82,28 +81,28 @@ const maxRestartUtilization = 0.95
 // backlog and steep near saturation, which is what the closed loop measured
 // (docs/tuner.md). rate and rates are the per-endpoint prefill rates the
 // objective uses.
-func restartCost(e *estimator.Estimates, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
-	return restartCostOf(e, e, warmup, rate, rates)
+func restartCost(e *Traffic, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
+	return PriceRestart(e, e, warmup, rate, rates)
 }
 
-// restartCostOf prices a restart whose backlog comes from the traffic of
+// PriceRestart prices a restart whose backlog comes from the traffic of
 // backlog (the sessions that come back right after it: requestRate and mean
 // cached tokens there) and whose queueing is felt by the traffic of arrivals
 // (its request rate λ and utilization ρ). restartCost prices both from one
 // window; a restart now takes its backlog from the last minutes' traffic.
-func restartCostOf(backlog, arrivals *estimator.Estimates, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
+func PriceRestart(backlog, arrivals *Traffic, warmup time.Duration, rate float64, rates map[string]float64) RestartCost {
 	rc := RestartCost{WarmupSeconds: warmup.Seconds(),
 		Formula: "backlog B = requestRate × mean cached × warm-up × (N−1)/N; delay = λ·B² / (2·C²·(1−ρ))"}
-	eps := arrivals.Routing.Endpoints
+	eps := arrivals.Endpoints
 	if len(eps) == 0 {
-		eps = backlog.Routing.Endpoints
+		eps = backlog.Endpoints
 	}
 	n := float64(len(eps))
 	var missing []string
-	if backlog.RequestRate.Value == nil || arrivals.RequestRate.Value == nil {
+	if backlog.RequestRate == nil || arrivals.RequestRate == nil {
 		missing = append(missing, "request rate")
 	}
-	if backlog.Cached.Mean == nil {
+	if backlog.CachedMean == nil {
 		missing = append(missing, "mean cached tokens")
 	}
 	if n < 1 {
@@ -113,10 +112,10 @@ func restartCostOf(backlog, arrivals *estimator.Estimates, warmup time.Duration,
 		rc.Unknown = strings.Join(missing, ", ") + " unknown"
 		return rc
 	}
-	lambda := *arrivals.RequestRate.Value
-	rc.Tokens = *backlog.RequestRate.Value * *backlog.Cached.Mean * warmup.Seconds() * (n - 1) / n
+	lambda := *arrivals.RequestRate
+	rc.Tokens = *backlog.RequestRate * *backlog.CachedMean * warmup.Seconds() * (n - 1) / n
 	for _, ep := range eps {
-		r, ok := rates[ep.Endpoint]
+		r, ok := rates[ep]
 		if !ok {
 			r = rate
 		}
@@ -179,13 +178,13 @@ func consistency(fb *shadow.Feedback, rec int) float64 {
 // into seconds with: the drain-rate estimate (per endpoint where measured),
 // else the nominal estimate, else the configured peakPrefillThroughput; and
 // which one it used.
-func feedbackRates(est *estimator.Estimates, params gate.Params) (float64, map[string]float64, string) {
+func feedbackRates(est *Estimate, params gate.Params) (float64, map[string]float64, string) {
 	for _, c := range []struct {
-		r    *estimator.RateEstimate
+		r    *Rate
 		name string
-	}{{&est.DrainRate, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
-		if c.r.Value != nil && *c.r.Value > 0 && !math.IsInf(*c.r.Value, 0) && c.r.Status != estimator.StatusInconclusive {
-			return *c.r.Value, est.EndpointRates(c.r), c.name // keyed by pod and by in-flight endpoint name
+	}{{&est.Drain, "drain-rate estimate"}, {&est.Nominal, "nominal estimate"}} {
+		if c.r.Value != nil && *c.r.Value > 0 && !math.IsInf(*c.r.Value, 0) && !c.r.Inconclusive {
+			return *c.r.Value, c.r.PerEndpoint, c.name // keyed by pod and by in-flight endpoint name
 		}
 	}
 	return params.PeakPrefillThroughput, nil, "configured peakPrefillThroughput"
@@ -210,7 +209,7 @@ func objectiveView(cands []Candidate, outcomes []shadow.FeedbackOutcome, rec int
 // better, +Inf excludes — combines a candidate's windows into its day
 // score, states the 10 % rule's absolute tolerance per window, and judges
 // the recommendation's consistency over the windows. The choose stage
-// depends only on this (plan.go, choose).
+// depends only on this (choice.go, choose).
 type objective interface {
 	// name is what the recommendation is chosen by (ObjectiveView.Name).
 	name() string
@@ -254,16 +253,16 @@ const (
 // p99 prompt length are not recommended, because a released request lands
 // its whole prompt on another endpoint and makes it look over such a bar
 // to the next request.
-func objectiveFor(kind string, est *estimator.Estimates, blockSize int) objective {
+func objectiveFor(kind string, est *Estimate, blockSize int) objective {
 	if kind != SourceKindModel {
 		return feedbackTTFT{}
 	}
 	var floor float64
 	switch {
-	case est.Prompt.P99 != nil:
-		floor = *est.Prompt.P99
-	case est.Prompt.P90 != nil:
-		floor = *est.Prompt.P90
+	case est.PromptP99 != nil:
+		floor = *est.PromptP99
+	case est.PromptP90 != nil:
+		floor = *est.PromptP90
 	}
 	return excessTokens{releaseChainFloor: floor, blockSize: float64(max(blockSize, 1))}
 }

@@ -1,11 +1,10 @@
-package tuner
+package decide
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gatetuner/gatetuner/estimator"
 	"github.com/gatetuner/gatetuner/gate"
 	"github.com/gatetuner/gatetuner/tuner/config"
 	"github.com/gatetuner/gatetuner/tuner/shadow"
@@ -33,7 +32,7 @@ func baseGuardContext() *guardContext {
 			ExcessCost:  CostPair{Current: 1000, Recommended: 500, SavingPerSecond: 40000},
 			RestartCost: RestartCost{Tokens: 1000, DelaySeconds: &delay, DrainSeconds: &drain, Utilization: &util},
 		}},
-		est:  &estimator.Estimates{RequestRate: estimator.Scalar{Value: &rate}, Prompt: estimator.Distribution{Mean: &prompt}, Cached: estimator.Distribution{Mean: &cached}},
+		est:  &Estimate{Traffic: Traffic{RequestRate: &rate, PromptMean: &prompt, CachedMean: &cached}},
 		diff: "-maxTTFTPenaltyMs: 1000\n+maxTTFTPenaltyMs: 2000\n",
 	}
 }
@@ -156,7 +155,7 @@ func TestGainShareGuardJudgesOnlyTheExcessObjective(t *testing.T) {
 		{name: "feedback objective: not judged", skip: true},
 		{name: "felt by the pool", edit: excess, pass: true, detail: "must be ≥ 25 %"},
 		{name: "too small a share", edit: func(g *guardContext) { excess(g); g.rec.Evidence.ExcessCost.SavingPerSecond = 100 }, reason: HoldNoGain, detail: "excess saved 100"},
-		{name: "computed prefill unknown", edit: func(g *guardContext) { excess(g); g.est = &estimator.Estimates{} }, reason: HoldNoGain, detail: "computed prefill rate is unknown"},
+		{name: "computed prefill unknown", edit: func(g *guardContext) { excess(g); g.est = &Estimate{} }, reason: HoldNoGain, detail: "computed prefill rate is unknown"},
 	})
 }
 
@@ -282,7 +281,7 @@ func TestReleaseChainBypass(t *testing.T) {
 			g := baseGuardContext()
 			hazard(g)
 			g.rc.Bar = tc.bar
-			rep := &Report{}
+			rep := &Outcome{}
 			first := runGuards(rep, g, recommendationGuards)
 			got := map[string]bool{}
 			for _, v := range rep.Guards {
@@ -310,7 +309,7 @@ func TestReleaseChainBypass(t *testing.T) {
 func TestGuardsRunInTheDocumentedOrder(t *testing.T) {
 	g := baseGuardContext()
 	g.rec.Evidence.Objective.Name = ObjectiveExcessTokens
-	rep := &Report{}
+	rep := &Outcome{}
 	if h := runGuards(rep, g, append(append([]guardFunc(nil), stateGuards...), recommendationGuards...)); h != nil {
 		t.Fatalf("held %+v", h)
 	}
@@ -330,7 +329,7 @@ func TestFirstFailingGuardIsTheReason(t *testing.T) {
 	g := baseGuardContext()
 	g.state.Pending = &sink.Pending{Since: guardNow}
 	g.rec.Confidence = 0
-	rep := &Report{}
+	rep := &Outcome{}
 	h := runGuards(rep, g, append(append([]guardFunc(nil), stateGuards...), recommendationGuards...))
 	if h == nil || h.Reason != HoldPendingRestart {
 		t.Fatalf("hold %+v, want pending-restart", h)
